@@ -1,0 +1,49 @@
+"""The `executor-mcp` command line."""
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from executor_mcp import __version__
+from executor_mcp.app import UnsafeBind, serve_until_signalled
+from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, load_settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="executor-mcp", description="A self-hosted MCP server for agents' code.")
+    parser.add_argument("--version", action="version", version=f"executor-mcp {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the MCP server")
+    serve.add_argument("--config", help=f"TOML config file (also {CONFIG_ENV})")
+    for option in OPTIONS:
+        serve.add_argument(option.flag, dest=option.name, metavar="VALUE", help=f"{option.help} [{option.env}]")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    flags = vars(args)
+    try:
+        settings = load_settings(flags)
+    except ConfigError as exc:
+        print(f"executor-mcp: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        trio.run(serve_until_signalled, settings)
+    except UnsafeBind as exc:
+        print(f"executor-mcp: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"executor-mcp: error: cannot serve on {settings.host}:{settings.port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

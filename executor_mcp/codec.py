@@ -1,0 +1,61 @@
+"""The one cattrs converter, shared by wire types and stored records.
+
+cattrs' default hooks coerce (`"5"` becomes 5, `"no"` becomes True, 1.9 becomes 1). A protocol server
+that silently repairs input hides client bugs and lets garbage into session files, so every primitive
+hook here refuses anything that is not already of the declared type.
+"""
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import cattrs
+
+JsonObject = dict[str, Any]
+
+
+def _strict(kind: type, *, reject_bool: bool = False) -> Callable[[Any, type], Any]:
+    def structure(value: Any, _: type) -> Any:
+        if isinstance(value, bool) and (reject_bool or kind is not bool):
+            raise TypeError(f"expected {kind.__name__}, got bool")
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+def _structure_float(value: Any, _: type) -> float:
+    # JSON has one number type: an integer is an acceptable float, a bool or a string is not.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected number, got {type(value).__name__}")
+    return float(value)
+
+
+def _structure_object(value: Any, _: type) -> JsonObject:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected object, got {type(value).__name__}")
+    return value
+
+
+def make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=False)
+    conv.register_structure_hook(str, _strict(str))
+    conv.register_structure_hook(int, _strict(int, reject_bool=True))
+    conv.register_structure_hook(bool, _strict(bool))
+    conv.register_structure_hook(float, _structure_float)
+    # A JSON object stays as it is (its values are whatever JSON holds), but it must be an object.
+    conv.register_structure_hook_func(lambda t: t == JsonObject, _structure_object)
+    return conv
+
+
+converter = make_converter()
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON, the form every body and stored record uses."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def loads(raw: bytes | str) -> Any:
+    return json.loads(raw)

@@ -1,0 +1,140 @@
+"""Server settings from flags, `EXECUTOR_MCP_*` environment variables and an optional TOML file.
+
+Precedence is flag > environment > file > default, one option at a time. Every option is declared
+once in `OPTIONS`, which drives all three sources, so a name can never exist in one and not another.
+In the TOML file an option's key is its flag name without the dashes (`data-dir = "..."`); the
+underscore spelling (`data_dir`) is accepted too. Unknown keys are an error: a typo must not silently
+fall back to a default.
+"""
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import platformdirs
+
+ENV_PREFIX = "EXECUTOR_MCP_"
+DEFAULT_PORT = 4788
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names the option and its source."""
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("executor-mcp", appauthor=False))
+
+
+@attrs.frozen
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    data_dir: Path = attrs.field(factory=default_data_dir)
+    shutdown_grace: float = 10.0
+    log_level: str = "info"
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError("must be between 0 and 65535")
+    return port
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0 or value != value:
+        raise ValueError("must be a non-negative number of seconds")
+    return value
+
+
+def _log_level(text: str) -> str:
+    if text.lower() not in {"debug", "info", "warning", "error"}:
+        raise ValueError("must be one of debug, info, warning, error")
+    return text.lower()
+
+
+@attrs.frozen
+class Option:
+    name: str
+    parse: Callable[[str], Any]
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+OPTIONS = (
+    Option("host", str, "address to bind (default 127.0.0.1; a non-loopback address needs auth)"),
+    Option("port", _port, f"port to bind; 0 picks a free one (default {DEFAULT_PORT})"),
+    Option("data_dir", Path, "where session files and the control plane live (default: user data dir)"),
+    Option("shutdown_grace", _seconds, "seconds in-flight requests get to finish on shutdown (default 10)"),
+    Option("log_level", _log_level, "debug, info, warning or error (default info)"),
+)
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
+
+
+def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str] = os.environ) -> Settings:
+    """Merge the sources; `flags` maps option names to the raw text given on the command line."""
+    config_path = flags.get("config") or environ.get(CONFIG_ENV)
+    file_values = _read_toml(Path(config_path)) if config_path else {}
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        for source, raw in (
+            (option.flag, flags.get(option.name)),
+            (option.env, environ.get(option.env)),
+            (f"{config_path}: {option.name.replace('_', '-')}", file_values.get(option.name)),
+        ):
+            if raw is not None:
+                values[option.name] = _parse(option, source, raw)
+                break
+    return Settings(**values)
+
+
+def _parse(option: Option, source: str, raw: object) -> Any:
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ConfigError(f"{source}: expected a string or a number, got {type(raw).__name__}")
+    text = raw if isinstance(raw, str) else str(raw)
+    try:
+        return option.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    known = {option.name for option in OPTIONS}
+    values: dict[str, object] = {}
+    for key, value in document.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"config file {path}: unknown option {key!r}")
+        values[name] = value
+    return values

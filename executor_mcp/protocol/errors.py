@@ -1,0 +1,106 @@
+"""Every refusal the server can give, and the one table that turns it into an envelope.
+
+Clients decide between "retry", "reconnect" and "give up" by the HTTP status (503 retry the same
+session, 404 reconnect), so the status, the JSON-RPC code and the exact message of each refusal are
+contract (upstream §1.1, §1.6). Code anywhere below the transport raises `Refused(kind)`; only the
+transport renders it, through `envelope()`.
+"""
+
+import enum
+from typing import Any
+
+import attrs
+
+from executor_mcp.protocol.jsonrpc import RequestId, encode, error_response
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+RETRY_AFTER_SECONDS = 2
+
+
+class Code(enum.IntEnum):
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    TRANSPORT = -32000
+    SESSION = -32001
+    FOREIGN_SESSION = -32003
+
+
+@attrs.frozen
+class Envelope:
+    status: int
+    code: Code
+    message: str
+
+    @property
+    def retry_after(self) -> int | None:
+        return RETRY_AFTER_SECONDS if self.status == 503 else None
+
+
+class Refusal(enum.Enum):
+    METHOD_NOT_ALLOWED = Envelope(405, Code.SESSION, "Method not allowed")
+    NOT_ACCEPTABLE = Envelope(
+        406, Code.TRANSPORT, "Not Acceptable: Client must accept both application/json and text/event-stream"
+    )
+    NOT_ACCEPTABLE_STREAM = Envelope(406, Code.TRANSPORT, "Not Acceptable: Client must accept text/event-stream")
+    UNSUPPORTED_MEDIA_TYPE = Envelope(
+        415, Code.TRANSPORT, "Unsupported Media Type: Content-Type must be application/json"
+    )
+    BODY_TOO_LARGE = Envelope(413, Code.TRANSPORT, f"Request body too large. Maximum size is {MAX_BODY_BYTES} bytes")
+    INVALID_JSON = Envelope(400, Code.PARSE_ERROR, "Parse error: Invalid JSON")
+    INVALID_MESSAGE = Envelope(400, Code.PARSE_ERROR, "Parse error: Invalid JSON-RPC message")
+    SESSION_ID_REQUIRED = Envelope(400, Code.TRANSPORT, "Bad Request: Mcp-Session-Id header is required")
+    INITIALIZE_WITH_SESSION = Envelope(
+        400, Code.INVALID_REQUEST, "Invalid Request: Initialization requests must not include a sessionId"
+    )
+    INITIALIZE_IN_BATCH = Envelope(
+        400, Code.INVALID_REQUEST, "Invalid Request: Only one initialization request is allowed"
+    )
+    UNSUPPORTED_PROTOCOL_VERSION = Envelope(
+        400, Code.TRANSPORT, "Bad Request: Unsupported protocol version: {version} (supported versions: {supported})"
+    )
+    METHOD_NOT_FOUND = Envelope(404, Code.METHOD_NOT_FOUND, "Method not found")
+    NOT_FOUND = Envelope(404, Code.TRANSPORT, "Not Found")
+    SESSION_NOT_FOUND = Envelope(404, Code.SESSION, "Session not found")
+    SESSION_TERMINATED = Envelope(404, Code.SESSION, "Session timed out, please reconnect")
+    FOREIGN_SESSION = Envelope(403, Code.FOREIGN_SESSION, "MCP session does not belong to the current bearer")
+    RESTARTING = Envelope(503, Code.SESSION, "MCP session is restarting, please retry")
+    INTERNAL = Envelope(500, Code.INTERNAL_ERROR, "Internal server error")
+
+
+class Refused(Exception):
+    """A request refused as a whole, before or instead of a JSON-RPC response."""
+
+    def __init__(self, refusal: Refusal, **params: str) -> None:
+        super().__init__(refusal.name)
+        self.refusal = refusal
+        self.params = params
+
+    @property
+    def envelope(self) -> Envelope:
+        return self.refusal.value
+
+    @property
+    def message(self) -> str:
+        return self.envelope.message.format(**self.params) if self.params else self.envelope.message
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answering one request inside an otherwise normal exchange."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def envelope_body(refused: Refused, request_id: RequestId | None = None) -> dict[str, Any]:
+    return encode(error_response(request_id, int(refused.envelope.code), refused.message))
+
+
+def envelope_headers(refused: Refused) -> dict[str, str]:
+    retry_after = refused.envelope.retry_after
+    return {} if retry_after is None else {"Retry-After": str(retry_after)}

@@ -1,0 +1,115 @@
+"""The session lifecycle: every state, every transition, and what a request gets in each. No I/O.
+
+Theory of operation
+-------------------
+A session id is durable; its *runtime* (an open LMDB file, a tool server, a trio nursery whose cancel
+scope is the session's lifetime) exists only while the process is serving it. So a session handle in
+this process is always in exactly one of these states:
+
+    DISPOSED    stored on disk, no runtime here. A request restores it.
+    RESTORING   the single in-flight restore (or first start) is building the runtime; callers wait.
+    LIVE        the runtime is up; requests are served.
+    CONDEMNED   DELETE (and later eviction, revocation) wrote the durable condemned marker and
+                cancelled the runtime; the file is about to be wiped. The id is dead: requests get
+                404 "Session timed out, please reconnect".
+    WIPED       the file and directory entry are gone: 404 "Session not found". Terminal.
+    RESTARTING  this process is shutting down; the session persists for the next process: requests
+                get 503 "MCP session is restarting, please retry". Terminal for this process.
+
+The same table answers two questions, which is what keeps the protocol vocabulary consistent:
+a request *arriving* in a state, and a request *in flight* when the runtime's scope exits in that
+state, get the same refusal. Everything else in the code asks this module rather than comparing
+states itself; an event that the table does not list for a state is a bug and raises.
+
+    DISPOSED  --restore-->        RESTORING
+    RESTORING --restored-->       LIVE
+    RESTORING --restore_failed--> DISPOSED        (the next request tries again)
+    RESTORING --vanished-->       WIPED           (no directory entry or file: never existed here)
+    LIVE      --fault-->          DISPOSED        (the runtime died; the stored session is intact)
+    DISPOSED | RESTORING | LIVE --condemn-->  CONDEMNED
+    CONDEMNED --wiped-->          WIPED
+    DISPOSED | RESTORING | LIVE --shutdown--> RESTARTING
+"""
+
+import enum
+
+from executor_mcp.protocol.errors import Refusal
+
+
+class State(enum.Enum):
+    DISPOSED = "disposed"
+    RESTORING = "restoring"
+    LIVE = "live"
+    CONDEMNED = "condemned"
+    WIPED = "wiped"
+    RESTARTING = "restarting"
+
+
+class Event(enum.Enum):
+    RESTORE = "restore"
+    RESTORED = "restored"
+    RESTORE_FAILED = "restore_failed"
+    VANISHED = "vanished"
+    FAULT = "fault"
+    CONDEMN = "condemn"
+    WIPED = "wiped"
+    SHUTDOWN = "shutdown"
+
+
+_RUNNABLE = (State.DISPOSED, State.RESTORING, State.LIVE)
+
+TRANSITIONS: dict[tuple[State, Event], State] = {
+    (State.DISPOSED, Event.RESTORE): State.RESTORING,
+    (State.RESTORING, Event.RESTORED): State.LIVE,
+    (State.RESTORING, Event.RESTORE_FAILED): State.DISPOSED,
+    (State.RESTORING, Event.VANISHED): State.WIPED,
+    (State.LIVE, Event.FAULT): State.DISPOSED,
+    **{(state, Event.CONDEMN): State.CONDEMNED for state in _RUNNABLE},
+    (State.CONDEMNED, Event.WIPED): State.WIPED,
+    **{(state, Event.SHUTDOWN): State.RESTARTING for state in _RUNNABLE},
+}
+
+# What a request gets in each state where it cannot be served; None means "serve, or restore first".
+REFUSALS: dict[State, Refusal | None] = {
+    State.DISPOSED: None,
+    State.RESTORING: None,
+    State.LIVE: None,
+    State.CONDEMNED: Refusal.SESSION_TERMINATED,
+    State.WIPED: Refusal.SESSION_NOT_FOUND,
+    State.RESTARTING: Refusal.RESTARTING,
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+class Lifecycle:
+    """The state of one session handle in this process."""
+
+    def __init__(self, state: State = State.DISPOSED) -> None:
+        self.state = state
+
+    def fire(self, event: Event) -> State:
+        try:
+            self.state = TRANSITIONS[self.state, event]
+        except KeyError:
+            raise IllegalTransition(f"{event.value} is not allowed in state {self.state.value}") from None
+        return self.state
+
+    def can(self, event: Event) -> bool:
+        return (self.state, event) in TRANSITIONS
+
+    @property
+    def refusal(self) -> Refusal | None:
+        """The refusal for a request arriving now, or None when it can be served (after a restore)."""
+        return REFUSALS[self.state]
+
+    @property
+    def in_flight_refusal(self) -> Refusal:
+        """The refusal for a request still in flight when the runtime's scope has exited in this state.
+
+        A runtime that exits while nominally servable died of a fault: that is an internal error, the
+        one case the client can do nothing better about than report.
+        """
+        return REFUSALS[self.state] or Refusal.INTERNAL

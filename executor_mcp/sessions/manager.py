@@ -1,0 +1,239 @@
+"""The session manager: owns every session's task, restores single-flight, condemns, shuts down.
+
+Each session's runtime lives in one task of the manager's nursery (`_run`). That task is the only
+place a runtime starts and ends: it builds the runtime (first start and every restore alike), sleeps
+inside the session's cancel scope until condemnation or shutdown cancels it, then runs the exit
+handling that answers every request still in flight, closes the session's file, and wipes it when the
+session was condemned. Request handlers never build or tear down runtimes themselves; they `acquire`
+a session, which either hands back a live one or raises the refusal the lifecycle table prescribes.
+"""
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from executor_mcp.protocol.errors import Refusal, Refused
+from executor_mcp.protocol.mcp import InitializeParams
+from executor_mcp.sessions.lifecycle import Event, State
+from executor_mcp.sessions.session import Runtime, Session
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
+from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
+from executor_mcp.toolserver.registry import ToolFactory
+from executor_mcp.toolserver.server import ToolServer
+
+log = logging.getLogger(__name__)
+
+SESSIONS_DIR = "sessions"
+# In-memory activity is exact; the stored copy (for retention and cross-restart ordering) is coarser.
+ACTIVITY_PERSIST_INTERVAL = 5.0
+# Bound on waiting for session tasks to finish their exit handling at shutdown.
+EXIT_HANDLING_BOUND = 5.0
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(32)
+
+
+class SessionManager:
+    def __init__(
+        self,
+        control: ControlPlane,
+        data_dir: Path,
+        tools: ToolFactory,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._control = control
+        self._sessions_dir = data_dir / SESSIONS_DIR
+        self._tools = tools
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._nursery: trio.Nursery | None = None
+        self.draining = False
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self._finish_condemned()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    # -- entry points -------------------------------------------------------------------------------
+
+    async def create(
+        self, owner: Owner, resource: str, params: InitializeParams, version: str, initialize_request: bytes
+    ) -> Session:
+        self._refuse_if_draining()
+        session_id = new_session_id()
+        now = self._clock()
+        meta = SessionMeta(
+            session_id=session_id,
+            owner=owner,
+            resource=resource,
+            protocol_version=version,
+            client_info={"name": params.client_info.name, "version": params.client_info.version},
+            client_capabilities=params.capabilities,
+            created_at=now,
+        )
+        # The file first: a directory entry must never point at a session with no file.
+        file = await SessionFile.create(self._path(session_id), meta, initialize_request)
+        await file.close()
+        await self._control.put_session(
+            SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now)
+        )
+        return await self.acquire(session_id, owner, resource)
+
+    async def acquire(self, session_id: str, principal: Owner, resource: str, *, activity: bool = True) -> Session:
+        """The live session for a request, restoring it first if needed; or the refusal for its state."""
+        session = await self._live(session_id)
+        record = session.record
+        if record is None or record.owner != principal or record.resource != resource:
+            raise Refused(Refusal.FOREIGN_SESSION)
+        if activity:
+            self._note_activity(session)
+        return session
+
+    async def terminate(self, session: Session) -> None:
+        """Condemn a live session: its id is dead from this instant, and the durable marker, written
+        before the runtime is cancelled, keeps it dead across a crash until the wipe is done."""
+        session.lifecycle.fire(Event.CONDEMN)
+        try:
+            with trio.CancelScope(shield=True):
+                await self._control.update_session(session.id, condemned=True)
+        finally:
+            session.scope.cancel()
+
+    async def shutdown(self, grace: float) -> None:
+        """Refuse new work, give work in flight `grace` seconds, then end every runtime as restarting."""
+        self.draining = True
+        with trio.move_on_after(grace):
+            for session in list(self._sessions.values()):
+                await session.drained()
+        running = [s for s in self._sessions.values() if s.lifecycle.can(Event.SHUTDOWN)]
+        for session in running:
+            session.end(Event.SHUTDOWN)
+        with trio.move_on_after(EXIT_HANDLING_BOUND):
+            for session in running:
+                await session.stopped.wait()
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _refuse_if_draining(self) -> None:
+        if self.draining:
+            raise Refused(Refusal.RESTARTING)
+
+    async def _live(self, session_id: str) -> Session:
+        self._refuse_if_draining()
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = Session(session_id)
+        refusal = session.lifecycle.refusal
+        if refusal is not None:
+            raise Refused(refusal)
+        if session.state is State.LIVE:
+            return session
+        if session.state is State.DISPOSED:
+            session.begin_restore()
+            self._spawn(session)
+        await session.settled.wait()
+        refusal = session.lifecycle.refusal
+        if refusal is not None:
+            raise Refused(refusal)
+        if session.state is State.LIVE:
+            return session
+        # The restore we waited on failed (it is logged). Don't spin: the next request retries.
+        raise Refused(Refusal.INTERNAL)
+
+    def _spawn(self, session: Session) -> None:
+        if self._nursery is None:
+            raise RuntimeError("the session manager is not running")
+        self._nursery.start_soon(self._run, session, name=f"session {session.id[:12]}")
+
+    async def _run(self, session: Session) -> None:
+        """The session's runtime, from restore to exit. Never raises: a crash here would end the server."""
+        file: SessionFile | None = None
+        try:
+            with session.scope:
+                file = await self._restore(session)
+                if file is not None:
+                    async with trio.open_nursery() as nursery:
+                        meta = await file.meta()
+                        server = ToolServer(meta, self._tools(meta))
+                        session.runtime = Runtime(file=file, meta=meta, server=server, nursery=nursery)
+                        session.lifecycle.fire(Event.RESTORED)
+                        session.settled.set()
+                        await trio.sleep_forever()
+        except Exception:
+            log.exception("session %s runtime failed", session.id)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._exit(session, file)
+
+    async def _restore(self, session: Session) -> SessionFile | None:
+        """Open the session's file, checking the condemned marker before anything else."""
+        record = await self._control.get_session(session.id)
+        if record is None:
+            session.lifecycle.fire(Event.VANISHED)
+            return None
+        session.record = record
+        if record.condemned:
+            session.lifecycle.fire(Event.CONDEMN)
+            return None
+        try:
+            return await SessionFile.open(self._path(session.id))
+        except MissingSessionFile:
+            log.warning("session %s is in the directory but has no file; removing it", session.id)
+            await self._control.delete_session(session.id)
+            session.lifecycle.fire(Event.VANISHED)
+            return None
+
+    async def _exit(self, session: Session, file: SessionFile | None) -> None:
+        """The one place a runtime ends: answer what is in flight, close, and wipe if condemned."""
+        if session.state is State.RESTORING:
+            session.lifecycle.fire(Event.RESTORE_FAILED)
+        elif session.state is State.LIVE:
+            session.lifecycle.fire(Event.FAULT)
+        session.fail_in_flight()
+        session.runtime = None
+        session.settled.set()
+        try:
+            if file is not None:
+                await file.close()
+            if session.state is State.CONDEMNED:
+                await self._wipe(session.id)
+                session.lifecycle.fire(Event.WIPED)
+        except Exception:
+            log.exception("session %s exit handling failed", session.id)
+        finally:
+            if self._sessions.get(session.id) is session and session.state is not State.RESTARTING:
+                del self._sessions[session.id]
+            session.stopped.set()
+
+    async def _wipe(self, session_id: str) -> None:
+        await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
+        await self._control.delete_session(session_id)
+
+    async def _finish_condemned(self) -> None:
+        """A crash between the condemned marker and the wipe leaves work for the next start."""
+        for record in await self._control.sessions():
+            if record.condemned:
+                await self._wipe(record.session_id)
+
+    def _note_activity(self, session: Session) -> None:
+        now = self._clock()
+        session.last_activity = now
+        runtime = session.runtime
+        if runtime is not None and now - session.persisted_activity >= ACTIVITY_PERSIST_INTERVAL:
+            session.persisted_activity = now
+            runtime.nursery.start_soon(self._persist_activity, session.id, runtime.file, now)
+
+    async def _persist_activity(self, session_id: str, file: SessionFile, at: float) -> None:
+        await file.touch(at)
+        await self._control.update_session(session_id, last_activity_at=at)
+
+    def _path(self, session_id: str) -> Path:
+        return SessionFile.path_for(self._sessions_dir, session_id)

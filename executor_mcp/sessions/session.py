@@ -1,0 +1,117 @@
+"""A session handle in this process: its lifecycle, its runtime, its requests in flight.
+
+The runtime's nursery is where every request of the session runs, so cancelling the session's scope
+cancels all of its work at once. Requests still in flight when that happens are answered by
+`fail_in_flight`, called from the one place a runtime ends (the session task's exit handling in the
+manager), with the refusal the lifecycle table gives for the state the session ended in.
+"""
+
+import attrs
+import trio
+
+from executor_mcp.protocol.errors import Refusal, Refused
+from executor_mcp.protocol.jsonrpc import Message, Request
+from executor_mcp.sessions.lifecycle import Event, Lifecycle, State
+from executor_mcp.sessions.streams import Call, Listener, Stream
+from executor_mcp.storage.records import SessionMeta, SessionRecord
+from executor_mcp.storage.session_file import SessionFile
+from executor_mcp.toolserver.server import ToolServer
+
+SUPERSEDED_COMMENT = "superseded by a newer stream"
+
+
+@attrs.define(eq=False)
+class Runtime:
+    file: SessionFile
+    meta: SessionMeta
+    server: ToolServer
+    nursery: trio.Nursery
+
+
+class Session:
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.lifecycle = Lifecycle()
+        self.record: SessionRecord | None = None
+        self.runtime: Runtime | None = None
+        self.calls: set[Call] = set()
+        self.listener: Listener | None = None
+        self.last_activity = 0.0
+        self.persisted_activity = 0.0
+        # A handle serves one run of the runtime, restore to exit; the manager drops it afterwards.
+        self.scope = trio.CancelScope()
+        self.settled = trio.Event()
+        self.stopped = trio.Event()
+        self._drained = trio.Event()
+
+    @property
+    def state(self) -> State:
+        return self.lifecycle.state
+
+    def begin_restore(self) -> None:
+        self.lifecycle.fire(Event.RESTORE)
+
+    def end(self, event: Event) -> None:
+        """Move out of the runnable states and cancel the runtime (condemnation, shutdown)."""
+        self.lifecycle.fire(event)
+        self.scope.cancel()
+
+    def start_call(self, request: Request, stream: Stream) -> Call:
+        refusal = self.lifecycle.refusal
+        if self.state is not State.LIVE or self.runtime is None:
+            raise Refused(refusal or Refusal.INTERNAL)
+        call = Call(request=request, stream=stream)
+        self.calls.add(call)
+        self.runtime.nursery.start_soon(self._work, call, self.runtime.server)
+        return call
+
+    async def _work(self, call: Call, server: ToolServer) -> None:
+        with call.scope:
+            response = await server.handle(call.request, call.stream.send)
+            if self._settle(call):
+                call.stream.answer(response)
+
+    def abandon(self, calls: list[Call]) -> None:
+        """The client went away: stop the work nobody is waiting for."""
+        for call in calls:
+            if self._settle(call):
+                call.scope.cancel()
+
+    def _settle(self, call: Call) -> bool:
+        """Take a call out of flight; False if something else already answered or dropped it."""
+        if call not in self.calls:
+            return False
+        self.calls.discard(call)
+        if not self.calls:
+            self._drained.set()
+        return True
+
+    async def drained(self) -> None:
+        """Wait until no request is in flight."""
+        while self.calls:
+            self._drained = trio.Event()
+            await self._drained.wait()
+
+    def receive(self, message: Message) -> None:
+        if self.runtime is not None:
+            self.runtime.server.receive(message)
+
+    def listen(self) -> Listener:
+        """Open the GET listen stream; a newer one supersedes (closes) the older."""
+        if self.listener is not None:
+            self.listener.close(SUPERSEDED_COMMENT)
+        self.listener = Listener()
+        return self.listener
+
+    def unlisten(self, listener: Listener) -> None:
+        if self.listener is listener:
+            self.listener = None
+
+    def fail_in_flight(self) -> None:
+        refused = Refused(self.lifecycle.in_flight_refusal)
+        for call in list(self.calls):
+            self._settle(call)
+            call.stream.refuse(call.request.id, refused)
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None

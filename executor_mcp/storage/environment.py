@@ -1,0 +1,93 @@
+"""One LMDB environment driven from trio.
+
+LMDB calls block (page faults, fsync), so every transaction runs whole (begin, work, commit) inside one
+`trio.to_thread.run_sync` call: a transaction never crosses threads and the trio loop never waits on
+disk. A per-environment `trio.Lock` serializes the calls, so waiting happens in trio instead of in
+worker threads, and so the map can be grown with no transaction open, which LMDB requires.
+The thread calls are uncancellable on purpose: a session that is being torn down waits for its last
+commit before the environment closes.
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import lmdb
+import trio
+
+T = TypeVar("T")
+
+INITIAL_MAP_SIZE = 1 << 20
+MAX_MAP_SIZE = 1 << 34
+
+
+class StorageFull(Exception):
+    """The environment would outgrow its ceiling."""
+
+
+class Environment:
+    def __init__(self, env: lmdb.Environment, path: Path, max_map_size: int) -> None:
+        self._env = env
+        self._lock = trio.Lock()
+        self._max_map_size = max_map_size
+        self.path = path
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        create: bool = True,
+        max_dbs: int = 0,
+        map_size: int = INITIAL_MAP_SIZE,
+        max_map_size: int = MAX_MAP_SIZE,
+    ) -> "Environment":
+        """Open the environment at `path`; with `create=False` a missing file is FileNotFoundError."""
+
+        def _open() -> lmdb.Environment:
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            elif not path.exists():
+                raise FileNotFoundError(str(path))
+            return lmdb.open(str(path), subdir=False, map_size=map_size, max_dbs=max_dbs, create=create)
+
+        return cls(await trio.to_thread.run_sync(_open), path, max_map_size)
+
+    def database(self, name: bytes) -> lmdb._Database:
+        """Open (creating) a named database; only at start-up, before transactions run."""
+        return self._env.open_db(name)
+
+    async def read(self, work: Callable[[lmdb.Transaction], T]) -> T:
+        return await self._run(work, write=False)
+
+    async def write(self, work: Callable[[lmdb.Transaction], T]) -> T:
+        return await self._run(work, write=True)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await trio.to_thread.run_sync(self._env.close)
+
+    async def _run(self, work: Callable[[lmdb.Transaction], T], *, write: bool) -> T:
+        async with self._lock:
+            return await trio.to_thread.run_sync(self._transact, work, write)
+
+    def _transact(self, work: Callable[[lmdb.Transaction], T], write: bool) -> T:
+        while True:
+            try:
+                with self._env.begin(write=write) as txn:
+                    return work(txn)
+            except lmdb.MapResizedError:
+                # Another process (an admin command) grew the map: adopt its size and try again.
+                self._env.set_mapsize(0)
+            except lmdb.MapFullError:
+                # The transaction was aborted by leaving the `with`; none is open, so growing is safe.
+                size = self._env.info()["map_size"]
+                if size * 2 > self._max_map_size:
+                    raise StorageFull(f"{self.path} would exceed {self._max_map_size} bytes") from None
+                self._env.set_mapsize(size * 2)
+
+
+def remove_files(path: Path) -> None:
+    """Delete an environment's data and lock files; only once no process holds it open."""
+    for victim in (path, path.with_name(path.name + "-lock")):
+        victim.unlink(missing_ok=True)

@@ -1,0 +1,50 @@
+"""What is stored about a session, as attrs records encoded with the shared strict converter."""
+
+from typing import Any, TypeVar
+
+import attrs
+
+from executor_mcp.codec import JsonObject, converter, dumps, loads
+
+R = TypeVar("R")
+
+
+@attrs.frozen
+class Owner:
+    """The principal a session belongs to: the account that opened it, within its organization."""
+
+    account_id: str
+    org_id: str | None
+
+
+@attrs.frozen
+class SessionRecord:
+    """A session's line in the control-plane directory: enough to route, refuse or sweep it unopened."""
+
+    session_id: str
+    owner: Owner
+    resource: str
+    created_at: float
+    last_activity_at: float
+    condemned: bool = False
+
+
+@attrs.frozen
+class SessionMeta:
+    """Who and what a session is, kept in its own file so a restore needs nothing else."""
+
+    session_id: str
+    owner: Owner
+    resource: str
+    protocol_version: str
+    client_info: JsonObject
+    client_capabilities: JsonObject
+    created_at: float
+
+
+def encode(record: Any) -> bytes:
+    return dumps(converter.unstructure(record))
+
+
+def decode(raw: bytes, cls: type[R]) -> R:
+    return converter.structure(loads(raw), cls)

@@ -1,0 +1,1 @@
+"""The MCP server of one session: answers its JSON-RPC methods and routes `tools/call` to its tools."""

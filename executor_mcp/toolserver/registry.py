@@ -1,0 +1,51 @@
+"""The tools a session's MCP server exposes.
+
+A session gets its registry from a factory when its runtime is built (and rebuilt on restore), so a
+tool may depend on who the session is. The product's own tools (`execute`, `skills`, `resume`) are
+registered here by the capabilities that provide them.
+"""
+
+from collections.abc import Awaitable, Callable, Iterator
+
+import attrs
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.protocol.jsonrpc import Notification
+from executor_mcp.protocol.mcp import Tool
+from executor_mcp.storage.records import SessionMeta
+
+
+@attrs.frozen
+class ToolContext:
+    """What a running tool may know and do: its session, and sending notifications on its stream."""
+
+    session: SessionMeta
+    notify: Callable[[Notification], None]
+
+
+ToolHandler = Callable[[JsonObject, ToolContext], Awaitable[JsonObject]]
+
+
+@attrs.frozen
+class RegisteredTool:
+    tool: Tool
+    handler: ToolHandler
+
+
+class ToolRegistry:
+    def __init__(self, tools: list[RegisteredTool] | None = None) -> None:
+        self._tools = {entry.tool.name: entry for entry in tools or ()}
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        return iter(self._tools.values())
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+
+ToolFactory = Callable[[SessionMeta], ToolRegistry]
+
+
+def no_tools(_: SessionMeta) -> ToolRegistry:
+    """The catalog before any capability registers tools: an honest empty list."""
+    return ToolRegistry()

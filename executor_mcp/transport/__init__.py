@@ -1,0 +1,1 @@
+"""Streamable HTTP: the quart-trio edge that turns HTTP exchanges into session calls and back."""

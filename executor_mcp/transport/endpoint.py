@@ -1,0 +1,245 @@
+"""The `/mcp` endpoint: Streamable HTTP on quart-trio.
+
+Checks run in a fixed order, each refusing with its exact envelope: method, authentication, headers,
+body, JSON-RPC shape, `server/discover`, initialize rules, session id rules, protocol version, then
+the session itself (which may restore, or refuse by its lifecycle state). Only after all of that does
+a request reach the session's tool server.
+
+Answers: `initialize` and plain requests as `application/json`; a POST carrying `tools/call` as a
+`text/event-stream` (the client must accept both); notifications and responses alone as 202. The
+stream generators hold no nurseries or cancel scopes around a `yield`: they only drain the session's
+channels, and every request on them is guaranteed an answer by the session's exit handling.
+"""
+
+import logging
+import secrets
+
+import trio
+from quart import Quart, Response, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from executor_mcp.auth.principal import Authenticator
+from executor_mcp.codec import dumps
+from executor_mcp.protocol.errors import (
+    MAX_BODY_BYTES,
+    Code,
+    Refusal,
+    Refused,
+    RpcError,
+    envelope_body,
+    envelope_headers,
+)
+from executor_mcp.protocol.jsonrpc import (
+    ErrorResponse,
+    InvalidJson,
+    InvalidMessage,
+    Request,
+    encode,
+    error_response,
+    parse_body,
+)
+from executor_mcp.protocol.jsonrpc import (
+    Response as RpcResponse,
+)
+from executor_mcp.protocol.mcp import (
+    DISCOVER_METHOD,
+    INITIALIZE_METHOD,
+    InitializeParams,
+    initialize_result,
+    negotiate_version,
+    structure_params,
+)
+from executor_mcp.sessions.manager import SessionManager
+from executor_mcp.sessions.session import Session
+from executor_mcp.sessions.streams import Call, Comment, Listener, Stream
+from executor_mcp.transport import headers as rules
+from executor_mcp.transport.sse import KEEPALIVE, comment, message_event
+
+log = logging.getLogger(__name__)
+
+RESOURCE = "/mcp"
+KEEPALIVE_SECONDS = 25.0
+STREAMING_METHODS = frozenset({"tools/call"})
+_ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
+
+
+class McpEndpoint:
+    def __init__(self, manager: SessionManager, authenticator: Authenticator) -> None:
+        self._manager = manager
+        self._auth = authenticator
+
+    async def dispatch(self) -> Response:
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers=rules.PREFLIGHT)
+        if request.method not in _ALLOWED:
+            raise Refused(Refusal.METHOD_NOT_ALLOWED)
+        principal = await self._auth.authenticate(request.headers)
+        if request.method == "POST":
+            return await self._post(principal)
+        if request.method == "GET":
+            return await self._get(principal)
+        return await self._delete(principal)
+
+    async def _post(self, principal) -> Response:
+        rules.require_post_accept(request.headers)
+        rules.require_json_body(request.headers)
+        raw = await request.get_data(cache=False)
+        try:
+            messages, batch = parse_body(raw)
+        except InvalidJson:
+            raise Refused(Refusal.INVALID_JSON) from None
+        except InvalidMessage:
+            raise Refused(Refusal.INVALID_MESSAGE) from None
+        requests = [m for m in messages if isinstance(m, Request)]
+        if any(r.method == DISCOVER_METHOD for r in requests):
+            raise Refused(Refusal.METHOD_NOT_FOUND)
+        initializes = [r for r in requests if r.method == INITIALIZE_METHOD]
+        if initializes:
+            if request.headers.get(rules.SESSION_HEADER):
+                raise Refused(Refusal.INITIALIZE_WITH_SESSION)
+            if len(messages) > 1:
+                raise Refused(Refusal.INITIALIZE_IN_BATCH)
+            return await self._initialize(initializes[0], raw, principal)
+
+        session_id = rules.require_session_id(request.headers)
+        rules.protocol_version(request.headers)
+        session = await self._manager.acquire(session_id, principal, RESOURCE)
+        for message in messages:
+            if not isinstance(message, Request):
+                session.receive(message)
+        if not requests:
+            return Response(b"", status=202)
+        stream = Stream(len(requests))
+        calls = [session.start_call(r, stream) for r in requests]
+        if any(r.method in STREAMING_METHODS for r in requests):
+            return _event_stream(_stream_events(session, stream, calls))
+        return await self._json_answer(session, stream, calls, batch)
+
+    async def _initialize(self, message: Request, raw: bytes, principal) -> Response:
+        try:
+            params: InitializeParams = structure_params(message.params, InitializeParams)
+        except RpcError as exc:
+            return _json(encode(error_response(message.id, exc.code, exc.message, exc.data)))
+        version = negotiate_version(params.protocol_version)
+        session = await self._manager.create(principal, RESOURCE, params, version, raw)
+        answer = RpcResponse(id=message.id, result=initialize_result(version))
+        return _json(encode(answer), headers={rules.SESSION_HEADER: session.id})
+
+    async def _json_answer(self, session: Session, stream: Stream, calls: list[Call], batch: bool) -> Response:
+        answers = []
+        try:
+            async for message in stream:
+                if isinstance(message, RpcResponse | ErrorResponse):
+                    answers.append(encode(message))
+        finally:
+            session.abandon(calls)
+        if stream.refused is not None:
+            raise stream.refused
+        return _json(answers if batch else answers[0])
+
+    async def _get(self, principal) -> Response:
+        rules.require_stream_accept(request.headers)
+        session_id = rules.require_session_id(request.headers)
+        rules.protocol_version(request.headers)
+        session = await self._manager.acquire(session_id, principal, RESOURCE)
+        return _event_stream(_listen_events(session, session.listen()))
+
+    async def _delete(self, principal) -> Response:
+        session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
+        if session_id:
+            session = await self._manager.acquire(session_id, principal, RESOURCE, activity=False)
+            await self._manager.terminate(session)
+        return Response(b"", status=200)
+
+
+async def _stream_events(session: Session, stream: Stream, calls: list[Call]):
+    try:
+        async for message in stream:
+            yield message_event(message)
+    finally:
+        session.abandon(calls)
+
+
+async def _listen_events(session: Session, listener: Listener):
+    try:
+        while True:
+            timed_out = True
+            with trio.move_on_after(KEEPALIVE_SECONDS):
+                item = await listener.receive()
+                timed_out = False
+            if timed_out:
+                yield KEEPALIVE
+            elif item is None:
+                return
+            elif isinstance(item, Comment):
+                yield comment(item.text)
+            else:
+                yield message_event(item)
+    finally:
+        session.unlisten(listener)
+
+
+def _event_stream(events) -> Response:
+    response = Response(events, status=200, content_type=rules.EVENT_STREAM, headers={"Cache-Control": "no-cache"})
+    response.timeout = None
+    return response
+
+
+def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(body), status=status, content_type=rules.JSON, headers=headers or {})
+
+
+def _envelope(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _json(encode(error_response(None, code, message)), status=status, headers=headers)
+
+
+def _refused(exc: Refused) -> Response:
+    return _json(envelope_body(exc), status=exc.envelope.status, headers=envelope_headers(exc))
+
+
+_HTTP_REFUSALS = {
+    404: Refusal.NOT_FOUND,
+    405: Refusal.METHOD_NOT_ALLOWED,
+    413: Refusal.BODY_TOO_LARGE,
+}
+
+
+def _http_error(exc: HTTPException) -> Response:
+    refusal = _HTTP_REFUSALS.get(exc.code or 500)
+    if refusal is not None:
+        return _refused(Refused(refusal))
+    return _envelope(exc.code or 500, Code.TRANSPORT, exc.name)
+
+
+def _defect(exc: Exception) -> Response:
+    if isinstance(exc, HTTPException):
+        return _http_error(exc)
+    correlation = secrets.token_hex(4)
+    log.error("unhandled error [%s]", correlation, exc_info=exc)
+    return _refused(Refused(Refusal.INTERNAL))
+
+
+def _cors(response: Response) -> Response:
+    for name, value in rules.CORS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def create_app(manager: SessionManager, authenticator: Authenticator) -> Quart:
+    app = QuartTrio("executor_mcp")
+    # Quart's 60 s default response timeout would silently cut SSE streams.
+    app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES)
+    endpoint = McpEndpoint(manager, authenticator)
+    app.add_url_rule(
+        "/mcp",
+        "mcp",
+        endpoint.dispatch,
+        methods=["GET", "POST", "DELETE", "OPTIONS", "PUT", "PATCH", "HEAD"],
+        provide_automatic_options=False,
+    )
+    app.register_error_handler(Refused, _refused)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _defect)
+    app.after_request(_cors)
+    return app
