@@ -65,17 +65,21 @@ def _hypercorn_config(settings: Settings) -> Config:
     return config
 
 
+def ensure_safe_bind(settings: Settings) -> None:
+    if not settings.loopback:
+        raise UnsafeBind(
+            f"refusing to bind {settings.host} without authentication: "
+            "bind a loopback address (127.0.0.1, ::1) or enable --auth"
+        )
+
+
 async def serve(
     settings: Settings,
     *,
     tools: ToolFactory = no_tools,
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    if not settings.loopback:
-        raise UnsafeBind(
-            f"refusing to bind {settings.host} without authentication: "
-            "bind a loopback address (127.0.0.1, ::1) or enable --auth"
-        )
+    ensure_safe_bind(settings)
     raise_descriptor_limit()
     control = await ControlPlane.open(settings.data_dir)
     try:

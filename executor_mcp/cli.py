@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import trio
 
 from executor_mcp import __version__
-from executor_mcp.app import UnsafeBind, serve_until_signalled
+from executor_mcp.app import UnsafeBind, ensure_safe_bind, serve_until_signalled
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, load_settings
 
 
@@ -35,12 +35,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     try:
-        trio.run(serve_until_signalled, settings)
+        ensure_safe_bind(settings)
     except UnsafeBind as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"executor-mcp: error: cannot serve on {settings.host}:{settings.port}: {exc.strerror}", file=sys.stderr)
+    failure = None
+    try:
+        trio.run(serve_until_signalled, settings)
+    except* OSError as group:
+        failure = group.exceptions[0]
+    if failure is not None:
+        print(f"executor-mcp: error: cannot serve on {settings.host}:{settings.port}: {failure}", file=sys.stderr)
         return 1
     return 0
 

@@ -57,5 +57,10 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads(raw: bytes | str) -> Any:
-    return json.loads(raw)
+    """Standard JSON only: Python's NaN and Infinity extensions would not survive being sent back."""
+    return json.loads(raw, parse_constant=_reject_constant)

@@ -1,0 +1,62 @@
+"""Shared fixtures: a real server on 127.0.0.1:0 over real LMDB files in a temp dir."""
+
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+
+import attrs
+import httpx
+import pytest
+import trio
+
+from executor_mcp.app import Running, serve
+from executor_mcp.config import Settings
+from executor_mcp.toolserver.registry import ToolFactory, no_tools
+
+
+@attrs.define
+class ServerUnderTest:
+    """An in-process server started on the test's nursery, stoppable like a SIGTERM would."""
+
+    running: Running
+    done: trio.Event
+
+    @property
+    def url(self) -> str:
+        return self.running.mcp_url
+
+    async def stop(self) -> None:
+        self.running.stop.set()
+        await self.done.wait()
+
+
+async def start_server(
+    nursery: trio.Nursery, data_dir: Path, *, tools: ToolFactory = no_tools, shutdown_grace: float = 10.0
+) -> ServerUnderTest:
+    settings = Settings(host="127.0.0.1", port=0, data_dir=data_dir, shutdown_grace=shutdown_grace)
+    done = trio.Event()
+
+    async def run(task_status: trio.TaskStatus[Running]) -> None:
+        try:
+            await serve(settings, tools=tools, task_status=task_status)
+        finally:
+            done.set()
+
+    running = await nursery.start(partial(run))
+    return ServerUnderTest(running=running, done=done)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+async def server(nursery: trio.Nursery, data_dir: Path) -> ServerUnderTest:
+    return await start_server(nursery, data_dir)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10) as client:
+        yield client

@@ -1,0 +1,75 @@
+"""The `executor-mcp` command as users run it: announce line, signals, restarts, refusals."""
+
+from pathlib import Path
+
+import httpx
+
+from tests.mcp_http import envelope, open_session, post
+from tests.process import run_cli, server_process
+from tests.sdk import connect, resume
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+async def test_sigterm_exits_cleanly_and_the_next_process_serves_the_same_session(
+    tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    data_dir = tmp_path / "data"
+    async with server_process(data_dir) as first:
+        assert first.url.startswith("http://127.0.0.1:")
+        async with connect(first.url, mode="legacy") as (client, recorder):
+            initialized = client.session.initialize_result
+            session_id = recorder.session_id
+            assert session_id is not None
+            assert initialized is not None
+            first.terminate()
+            assert await first.wait() == 0
+
+            async with server_process(data_dir) as second:
+                async with resume(second.url, session_id, initialized) as resumed:
+                    assert (await resumed.list_tools()).tools == []
+                deleted = await http.delete(second.url, headers={"mcp-session-id": session_id})
+                assert deleted.status_code == 200
+                gone = await post(http, second.url, PING, session_id)
+                assert envelope(gone)[0] == 404
+                second.terminate()
+                assert await second.wait() == 0
+
+
+async def test_sessions_survive_sigkill(tmp_path: Path, http: httpx.AsyncClient) -> None:
+    data_dir = tmp_path / "data"
+    async with server_process(data_dir) as doomed:
+        session_ids = [await open_session(http, doomed.url) for _ in range(5)]
+        doomed.kill()
+        await doomed.wait()
+    async with server_process(data_dir) as revived:
+        for session_id in session_ids:
+            answer = await post(http, revived.url, PING, session_id)
+            assert answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        revived.terminate()
+        assert await revived.wait() == 0
+
+
+async def test_non_loopback_bind_without_auth_is_refused(tmp_path: Path) -> None:
+    result = await run_cli("serve", "--host", "0.0.0.0", "--port", "0", "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert b"refusing to bind 0.0.0.0 without authentication" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+async def test_bad_option_values_are_clear_errors(tmp_path: Path) -> None:
+    result = await run_cli("serve", "--port", "http", "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert b"--port: invalid value 'http'" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+async def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    async with server_process(tmp_path / "first") as running:
+        port = running.url.rsplit(":", 1)[1].removesuffix("/mcp")
+        result = await run_cli("serve", "--port", port, "--data-dir", str(tmp_path / "second"))
+        assert result.returncode == 1
+        assert f"cannot serve on 127.0.0.1:{port}".encode() in result.stderr
+        assert b"Traceback" not in result.stderr
+        running.terminate()
+        assert await running.wait() == 0

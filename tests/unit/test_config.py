@@ -1,0 +1,85 @@
+"""Settings precedence: flag > environment > TOML file > default, with clear errors."""
+
+from pathlib import Path
+
+import pytest
+
+from executor_mcp.config import DEFAULT_PORT, ConfigError, Settings, is_loopback, load_settings
+
+
+def test_defaults() -> None:
+    settings = load_settings({}, environ={})
+    assert (settings.host, settings.port, settings.shutdown_grace) == ("127.0.0.1", DEFAULT_PORT, 10.0)
+    assert settings.data_dir.name == "executor-mcp"
+
+
+def test_precedence(tmp_path: Path) -> None:
+    config = tmp_path / "executor.toml"
+    config.write_text('port = 1111\nshutdown-grace = 3\ndata_dir = "/from/file"\nlog-level = "debug"\n')
+    environ = {"EXECUTOR_MCP_PORT": "2222", "EXECUTOR_MCP_SHUTDOWN_GRACE": "4.5", "EXECUTOR_MCP_CONFIG": str(config)}
+    settings = load_settings({"port": "3333"}, environ=environ)
+    assert settings.port == 3333
+    assert settings.shutdown_grace == 4.5
+    assert settings.data_dir == Path("/from/file")
+    assert settings.log_level == "debug"
+
+
+def test_config_flag_beats_config_environment(tmp_path: Path) -> None:
+    chosen, ignored = tmp_path / "chosen.toml", tmp_path / "ignored.toml"
+    chosen.write_text("port = 1\n")
+    ignored.write_text("port = 2\n")
+    settings = load_settings({"config": str(chosen)}, environ={"EXECUTOR_MCP_CONFIG": str(ignored)})
+    assert settings.port == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "message"),
+    [
+        ({"port": "http"}, {}, "--port: invalid value 'http'"),
+        ({"port": "70000"}, {}, "must be between 0 and 65535"),
+        ({}, {"EXECUTOR_MCP_SHUTDOWN_GRACE": "-1"}, "EXECUTOR_MCP_SHUTDOWN_GRACE: invalid value '-1'"),
+        ({"log_level": "loud"}, {}, "must be one of debug, info, warning, error"),
+    ],
+)
+def test_bad_values_name_their_source(flags: dict, environ: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(flags, environ=environ)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("prot = 1\n", "unknown option 'prot'"),
+        ("port = [1]\n", "expected a string or a number, got list"),
+        ("port = true\n", "expected a string or a number, got bool"),
+        ("port = \n", "not valid TOML"),
+    ],
+)
+def test_bad_config_files(tmp_path: Path, content: str, message: str) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_settings({"config": str(config)}, environ={})
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings({"config": str(tmp_path / "absent.toml")}, environ={})
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.1", False),
+        ("example.org", False),
+    ],
+)
+def test_loopback_detection(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+    assert Settings(host=host).loopback is loopback

@@ -1,0 +1,109 @@
+"""JSON-RPC parsing is strict: no coercion, no partial acceptance."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from executor_mcp.protocol.errors import RpcError
+from executor_mcp.protocol.jsonrpc import (
+    ErrorResponse,
+    InvalidJson,
+    InvalidMessage,
+    Notification,
+    Request,
+    Response,
+    encode,
+    error_response,
+    parse_body,
+)
+from executor_mcp.protocol.mcp import CallToolParams, InitializeParams, negotiate_version, structure_params
+
+
+def _parse(value: object) -> tuple[list, bool]:
+    return parse_body(json.dumps(value).encode())
+
+
+def test_classifies_each_kind_of_message() -> None:
+    batch = [
+        {"jsonrpc": "2.0", "id": 0, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "x", "result": {}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -1, "message": "no"}},
+    ]
+    messages, is_batch = _parse(batch)
+    assert is_batch
+    assert [type(m) for m in messages] == [Request, Notification, Response, ErrorResponse]
+    assert messages[0].id == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"jsonrpc": "2.0", "id": True, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
+        {"jsonrpc": "2.0", "id": None, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1, "method": 7},
+        {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1, 2]},
+        {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": "x"},
+        {"jsonrpc": 2.0, "id": 1, "method": "ping"},
+        {"id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": "x", "message": "m"}},
+        [],
+        "ping",
+    ],
+)
+def test_refuses_what_is_not_a_message(bad: object) -> None:
+    with pytest.raises(InvalidMessage):
+        _parse(bad)
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"{", b"\xff", b"[" * 50_000, b'{"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"a": NaN}}']
+)
+def test_refuses_what_is_not_json(raw: bytes) -> None:
+    with pytest.raises(InvalidJson):
+        parse_body(raw)
+
+
+def test_encoding_omits_absent_fields() -> None:
+    assert encode(Request(id=1, method="ping")) == {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert encode(error_response(None, -32001, "Session not found")) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32001, "message": "Session not found"},
+    }
+    assert encode(error_response(3, -32602, "Invalid params", ["x"]))["error"]["data"] == ["x"]
+
+
+@given(
+    request_id=st.one_of(st.integers(min_value=-(2**53), max_value=2**53), st.text(max_size=20)),
+    method=st.text(max_size=30),
+    params=st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3)),
+)
+def test_requests_round_trip(request_id: int | str, method: str, params: dict | None) -> None:
+    request = Request(id=request_id, method=method, params=params)
+    (parsed,), _ = parse_body(json.dumps(encode(request)).encode())
+    assert parsed == request
+
+
+def test_params_are_not_coerced() -> None:
+    with pytest.raises(RpcError) as caught:
+        structure_params({"name": 5, "arguments": {}}, CallToolParams)
+    assert caught.value.code == -32602
+    assert caught.value.data == ["invalid value for type, expected str @ $.params.name"]
+    with pytest.raises(RpcError):
+        structure_params({"name": "x", "arguments": [1]}, CallToolParams)
+
+
+def test_initialize_params_need_client_info() -> None:
+    with pytest.raises(RpcError) as caught:
+        structure_params({"protocolVersion": "2025-06-18", "capabilities": {}}, InitializeParams)
+    assert any("required field missing" in line for line in caught.value.data)
+
+
+def test_version_negotiation() -> None:
+    assert negotiate_version("2025-03-26") == "2025-03-26"
+    assert negotiate_version("2024-11-05") == "2025-11-25"

@@ -1,0 +1,94 @@
+"""LMDB storage on real files: growth on demand, session files, the control-plane directory."""
+
+from pathlib import Path
+
+import pytest
+
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.environment import Environment, StorageFull
+from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
+from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
+
+OWNER = Owner(account_id="acct", org_id="org")
+
+
+def _meta(session_id: str = "a" * 64) -> SessionMeta:
+    return SessionMeta(
+        session_id=session_id,
+        owner=OWNER,
+        resource="/mcp",
+        protocol_version="2025-06-18",
+        client_info={"name": "c", "version": "1"},
+        client_capabilities={},
+        created_at=1.0,
+    )
+
+
+async def test_the_map_grows_when_full(tmp_path: Path) -> None:
+    env = await Environment.open(tmp_path / "small.mdb", map_size=64 * 1024)
+    payload = b"x" * 1024
+    for index in range(200):
+        await env.write(lambda txn, index=index: txn.put(str(index).encode(), payload))
+    count = await env.read(lambda txn: txn.stat()["entries"])
+    assert count == 200
+    await env.close()
+
+
+async def test_growth_stops_at_the_ceiling(tmp_path: Path) -> None:
+    env = await Environment.open(tmp_path / "capped.mdb", map_size=64 * 1024, max_map_size=128 * 1024)
+    written = 0
+
+    async def fill() -> None:
+        nonlocal written
+        for index in range(1000):
+            await env.write(lambda txn, index=index: txn.put(str(index).encode(), b"y" * 1024))
+            written += 1
+
+    with pytest.raises(StorageFull):
+        await fill()
+    assert 0 < written < 1000
+    # What was committed before the ceiling is intact and still readable.
+    assert await env.read(lambda txn: txn.get(b"0")) == b"y" * 1024
+    await env.close()
+
+
+async def test_session_file_round_trip_and_wipe(tmp_path: Path) -> None:
+    path = SessionFile.path_for(tmp_path, "a" * 64)
+    created = await SessionFile.create(path, _meta(), b'{"jsonrpc":"2.0"}')
+    await created.touch(42.5)
+    await created.close()
+
+    reopened = await SessionFile.open(path)
+    assert await reopened.meta() == _meta()
+    assert await reopened.initialize_request() == b'{"jsonrpc":"2.0"}'
+    assert await reopened.last_activity() == 42.5
+    await reopened.close()
+
+    SessionFile.wipe(path)
+    assert not path.exists()
+    assert not path.with_name(path.name + "-lock").exists()
+    with pytest.raises(MissingSessionFile):
+        await SessionFile.open(path)
+
+
+async def test_opening_a_missing_session_file_creates_nothing(tmp_path: Path) -> None:
+    path = SessionFile.path_for(tmp_path, "b" * 64)
+    with pytest.raises(MissingSessionFile):
+        await SessionFile.open(path)
+    assert not path.exists()
+
+
+async def test_control_plane_directory(tmp_path: Path) -> None:
+    control = await ControlPlane.open(tmp_path)
+    record = SessionRecord("s1", OWNER, "/mcp", created_at=1.0, last_activity_at=1.0)
+    await control.put_session(record)
+    assert await control.get_session("s1") == record
+    updated = await control.update_session("s1", condemned=True, last_activity_at=5.0)
+    assert updated is not None
+    assert updated.condemned
+    assert (await control.get_session("s1")) == updated
+    assert await control.update_session("missing", condemned=True) is None
+    assert [r.session_id for r in await control.sessions()] == ["s1"]
+    await control.delete_session("s1")
+    assert await control.get_session("s1") is None
+    await control.close()
