@@ -35,8 +35,17 @@ ACTIVITY_PERSIST_INTERVAL = 5.0
 EXIT_HANDLING_BOUND = 5.0
 
 
+SESSION_ID_LENGTH = 64
+_HEX = frozenset("0123456789abcdef")
+
+
 def new_session_id() -> str:
-    return secrets.token_hex(32)
+    return secrets.token_hex(SESSION_ID_LENGTH // 2)
+
+
+def is_session_id(text: str) -> bool:
+    """Only ids of the minted shape are looked up; anything else cannot name a session."""
+    return len(text) == SESSION_ID_LENGTH and set(text) <= _HEX
 
 
 class SessionManager:
@@ -89,6 +98,8 @@ class SessionManager:
 
     async def acquire(self, session_id: str, principal: Owner, resource: str, *, activity: bool = True) -> Session:
         """The live session for a request, restoring it first if needed; or the refusal for its state."""
+        if not is_session_id(session_id):
+            raise Refused(Refusal.SESSION_NOT_FOUND)
         session = await self._live(session_id)
         record = session.record
         if record is None or record.owner != principal or record.resource != resource:
@@ -180,6 +191,7 @@ class SessionManager:
             session.lifecycle.fire(Event.VANISHED)
             return None
         session.record = record
+        session.persisted_activity = record.last_activity_at
         if record.condemned:
             session.lifecycle.fire(Event.CONDEMN)
             return None

@@ -182,6 +182,12 @@ async def test_unknown_session_id_is_404(server: ServerUnderTest, http: httpx.As
     assert response.headers["access-control-allow-origin"] == "*"
 
 
+@pytest.mark.parametrize("session_id", ["x" * 4000, "not-a-session", "A" * 64, "0" * 63])
+async def test_malformed_session_ids_are_404(server: ServerUnderTest, http: httpx.AsyncClient, session_id: str) -> None:
+    response = await post(http, server.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session_id)
+    assert envelope(response) == (404, -32001, "Session not found")
+
+
 async def test_server_discover_is_method_not_found(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
     response = await post(http, server.url, body, **{"mcp-protocol-version": "2026-07-28"})

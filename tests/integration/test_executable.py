@@ -1,0 +1,65 @@
+"""The single executable: build it with PyInstaller from the repo's spec, then use it as a user would."""
+
+import json
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from tests.mcp_http import headers, initialize_body
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_BOUND = 300
+
+
+@pytest.mark.slow
+async def test_the_built_binary_serves_and_stops_cleanly(tmp_path: Path) -> None:
+    with trio.fail_after(BUILD_BOUND):
+        build = await trio.run_process(
+            [
+                str(REPO / ".venv" / "bin" / "pyinstaller"),
+                "--noconfirm",
+                "--log-level",
+                "WARN",
+                "--distpath",
+                str(tmp_path / "dist"),
+                "--workpath",
+                str(tmp_path / "work"),
+                str(REPO / "pyinstaller.spec"),
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert build.returncode == 0, build.stderr.decode(errors="replace")[-3000:]
+    binary = tmp_path / "dist" / "executor-mcp"
+
+    process = await trio.lowlevel.open_process(
+        [str(binary), "serve", "--port", "0", "--data-dir", str(tmp_path / "data")], stderr=subprocess.PIPE
+    )
+    assert process.stderr is not None
+    try:
+        announced = b""
+        with trio.fail_after(30):
+            while (match := re.search(rb"MCP: (\S+)\n", announced)) is None:
+                chunk = await process.stderr.receive_some()
+                assert chunk, announced.decode(errors="replace")
+                announced += chunk
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.post(
+                match.group(1).decode(), content=json.dumps(initialize_body()), headers=headers()
+            )
+        assert response.status_code == 200
+        assert response.json()["result"]["serverInfo"]["name"] == "executor"
+        assert len(response.headers["mcp-session-id"]) == 64
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
