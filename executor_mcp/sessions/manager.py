@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import trio
 
 from executor_mcp.protocol.errors import Refusal, Refused
@@ -46,6 +47,15 @@ def new_session_id() -> str:
 def is_session_id(text: str) -> bool:
     """Only ids of the minted shape are looked up; anything else cannot name a session."""
     return len(text) == SESSION_ID_LENGTH and set(text) <= _HEX
+
+
+@attrs.frozen
+class Opened:
+    """A session's storage, open and read: what a runtime is built from."""
+
+    record: SessionRecord
+    file: SessionFile
+    meta: SessionMeta
 
 
 class SessionManager:
@@ -88,12 +98,20 @@ class SessionManager:
             client_capabilities=params.capabilities,
             created_at=now,
         )
-        # The file first: a directory entry must never point at a session with no file.
-        file = await SessionFile.create(self._path(session_id), meta, initialize_request)
-        await file.close()
-        await self._control.put_session(
-            SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now)
-        )
+        # Shielded: a client that hangs up mid-initialize must not leave an environment open. The file
+        # comes first, so a directory entry never points at a session with no file.
+        record = SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now)
+        with trio.CancelScope(shield=True):
+            file = await SessionFile.create(self._path(session_id), meta, initialize_request)
+            try:
+                await self._control.put_session(record)
+            except BaseException:
+                await file.close()
+                raise
+        # The new session starts from what was just written instead of reading it back.
+        session = self._sessions[session_id] = Session(session_id)
+        session.begin_restore()
+        self._spawn(session, Opened(record, file, meta))
         return await self.acquire(session_id, owner, resource)
 
     async def acquire(self, session_id: str, principal: Owner, resource: str, *, activity: bool = True) -> Session:
@@ -159,22 +177,22 @@ class SessionManager:
         # The restore we waited on failed (it is logged). Don't spin: the next request retries.
         raise Refused(Refusal.INTERNAL)
 
-    def _spawn(self, session: Session) -> None:
+    def _spawn(self, session: Session, opened: Opened | None = None) -> None:
         if self._nursery is None:
             raise RuntimeError("the session manager is not running")
-        self._nursery.start_soon(self._run, session, name=f"session {session.id[:12]}")
+        self._nursery.start_soon(self._run, session, opened, name=f"session {session.id[:12]}")
 
-    async def _run(self, session: Session) -> None:
+    async def _run(self, session: Session, opened: Opened | None) -> None:
         """The session's runtime, from restore to exit. Never raises: a crash here would end the server."""
-        file: SessionFile | None = None
         try:
             with session.scope:
-                file = await self._restore(session)
-                if file is not None:
+                opened = opened or await self._restore(session)
+                if opened is not None:
+                    session.record = opened.record
+                    session.persisted_activity = opened.record.last_activity_at
                     async with trio.open_nursery() as nursery:
-                        meta = await file.meta()
-                        server = ToolServer(meta, self._tools(meta))
-                        session.runtime = Runtime(file=file, meta=meta, server=server, nursery=nursery)
+                        server = ToolServer(opened.meta, self._tools(opened.meta))
+                        session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
                         session.lifecycle.fire(Event.RESTORED)
                         session.settled.set()
                         await trio.sleep_forever()
@@ -182,26 +200,31 @@ class SessionManager:
             log.exception("session %s runtime failed", session.id)
         finally:
             with trio.CancelScope(shield=True):
-                await self._exit(session, file)
+                await self._exit(session, opened.file if opened else None)
 
-    async def _restore(self, session: Session) -> SessionFile | None:
-        """Open the session's file, checking the condemned marker before anything else."""
+    async def _restore(self, session: Session) -> Opened | None:
+        """Open a stored session, checking the condemned marker before anything else."""
         record = await self._control.get_session(session.id)
         if record is None:
             session.lifecycle.fire(Event.VANISHED)
             return None
         session.record = record
-        session.persisted_activity = record.last_activity_at
         if record.condemned:
             session.lifecycle.fire(Event.CONDEMN)
             return None
         try:
-            return await SessionFile.open(self._path(session.id))
+            file = await SessionFile.open(self._path(session.id))
         except MissingSessionFile:
             log.warning("session %s is in the directory but has no file; removing it", session.id)
             await self._control.delete_session(session.id)
             session.lifecycle.fire(Event.VANISHED)
             return None
+        try:
+            return Opened(record, file, await file.meta())
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await file.close()
+            raise
 
     async def _exit(self, session: Session, file: SessionFile | None) -> None:
         """The one place a runtime ends: answer what is in flight, close, and wipe if condemned."""
