@@ -109,7 +109,7 @@ class McpEndpoint:
             if not isinstance(message, Request):
                 session.receive(message)
         if not requests:
-            return Response(b"", status=202)
+            return _empty(202)
         stream = Stream(len(requests))
         calls = [session.start_call(r, stream) for r in requests]
         if any(r.method in STREAMING_METHODS for r in requests):
@@ -150,7 +150,7 @@ class McpEndpoint:
         if session_id:
             session = await self._manager.acquire(session_id, principal, RESOURCE, activity=False)
             await self._manager.terminate(session)
-        return Response(b"", status=200)
+        return _empty(200)
 
 
 async def _stream_events(session: Session, stream: Stream, calls: list[Call]):
@@ -183,6 +183,13 @@ async def _listen_events(session: Session, listener: Listener):
 def _event_stream(events) -> Response:
     response = Response(events, status=200, content_type=rules.EVENT_STREAM, headers={"Cache-Control": "no-cache"})
     response.timeout = None
+    return response
+
+
+def _empty(status: int) -> Response:
+    """A bodiless answer with no Content-Type, which clients check for on 202."""
+    response = Response(b"", status=status)
+    del response.headers["Content-Type"]
     return response
 
 

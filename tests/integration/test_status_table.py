@@ -45,6 +45,7 @@ async def test_notifications_only_are_accepted_with_202(server: ServerUnderTest,
     response = await post(http, server.url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id)
     assert response.status_code == 202
     assert response.content == b""
+    assert "content-type" not in response.headers
 
 
 async def test_ping_and_batches(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
@@ -238,6 +239,7 @@ async def test_delete_without_session_id_is_200(server: ServerUnderTest, http: h
     response = await http.delete(server.url)
     assert response.status_code == 200
     assert response.content == b""
+    assert "content-type" not in response.headers
 
 
 async def test_delete_then_404(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
