@@ -20,9 +20,13 @@ from hypercorn.config import Config
 
 from executor_mcp.auth.principal import NoAuth
 from executor_mcp.config import Settings
+from executor_mcp.execution.engine import Engine, Limits
+from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.toolserver.registry import ToolFactory, no_tools
+from executor_mcp.tools.core import build_catalog
+from executor_mcp.toolserver.executor_tools import executor_tools
+from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.transport.endpoint import create_app
 
 log = logging.getLogger(__name__)
@@ -76,14 +80,22 @@ def ensure_safe_bind(settings: Settings) -> None:
 async def serve(
     settings: Settings,
     *,
-    tools: ToolFactory = no_tools,
+    tools: ToolFactory | None = None,
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     ensure_safe_bind(settings)
     raise_descriptor_limit()
     control = await ControlPlane.open(settings.data_dir)
     try:
-        manager = SessionManager(control, settings.data_dir, tools)
+        pool = WorkerPool(max_workers=settings.sandbox_workers)
+        limits = Limits(
+            timeout=settings.execution_timeout,
+            cpu=settings.execution_cpu_limit,
+            memory=settings.execution_memory_limit * 1024 * 1024,
+        )
+        manager = SessionManager(
+            control, settings.data_dir, tools or executor_tools(Engine(pool, limits), build_catalog())
+        )
         app = create_app(manager, NoAuth())
         stop = trio.Event()
 
@@ -92,6 +104,7 @@ async def serve(
             await manager.shutdown(settings.shutdown_grace)
 
         async with trio.open_nursery() as root:
+            await root.start(pool.run)
             await root.start(manager.run)
 
             async def http(task_status: trio.TaskStatus[list[str]]) -> None:

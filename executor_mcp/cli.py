@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import trio
 
 from executor_mcp import __version__
-from executor_mcp.app import UnsafeBind, ensure_safe_bind, serve_until_signalled
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, load_settings
 
 
@@ -20,11 +19,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help=f"TOML config file (also {CONFIG_ENV})")
     for option in OPTIONS:
         serve.add_argument(option.flag, dest=option.name, metavar="VALUE", help=f"{option.help} [{option.env}]")
+    # How the single binary re-executes itself as a sandbox worker; not for people.
+    commands.add_parser("sandbox-worker")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "sandbox-worker":
+        from executor_mcp.sandbox.worker import main as worker_main  # light: the worker needs no server
+
+        return worker_main()
+    from executor_mcp.app import UnsafeBind, ensure_safe_bind, serve_until_signalled
+
     flags = vars(args)
     try:
         settings = load_settings(flags)

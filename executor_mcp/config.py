@@ -36,6 +36,10 @@ class Settings:
     data_dir: Path = attrs.field(factory=default_data_dir)
     shutdown_grace: float = 10.0
     log_level: str = "info"
+    execution_timeout: float = 300.0
+    execution_cpu_limit: float = 60.0
+    execution_memory_limit: int = 64
+    sandbox_workers: int = 64
 
     @property
     def loopback(self) -> bool:
@@ -62,6 +66,20 @@ def _seconds(text: str) -> float:
     value = float(text)
     if value < 0 or value != value:
         raise ValueError("must be a non-negative number of seconds")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value == 0:
+        raise ValueError("must be more than 0 seconds")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be a whole number of at least 1")
     return value
 
 
@@ -92,6 +110,14 @@ OPTIONS = (
     Option("data_dir", Path, "where session files and the control plane live (default: user data dir)"),
     Option("shutdown_grace", _seconds, "seconds in-flight requests get to finish on shutdown (default 10)"),
     Option("log_level", _log_level, "debug, info, warning or error (default info)"),
+    Option(
+        "execution_timeout",
+        _positive_seconds,
+        "seconds of sandbox wall clock per execution, paused during tool calls (default 300)",
+    ),
+    Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
+    Option("execution_memory_limit", _positive_int, "MiB of JavaScript heap per execution (default 64)"),
+    Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 

@@ -1,0 +1,180 @@
+"""The sandbox worker process: runs one execution at a time in QuickJS-NG, driven by frames on stdio.
+
+The server starts this process with an empty environment and no descriptors but stdin, stdout and
+stderr; after its imports it drops what it could still use (file writes, descriptors, core dumps).
+The JavaScript context has plain ECMAScript intrinsics and the prelude's globals, nothing else: no
+module loader, no `std`/`os`, no Python callables. A crash here costs this process, never the server.
+
+Requests and replies (one reply per request):
+
+    {"op": "start", "code", "memory", "stack", "cpu"}    -> step
+    {"op": "settle", "id", "ok", "payload"}               -> step   (a tool call's answer)
+    {"op": "fire", "id"}                                  -> step   (a timer is due)
+    step = {"op": "step", "outbox": [...], "done": null | {...}, "retire": bool}
+
+`outbox` lists what the code now waits on (`call`, `timer`, `clear`); `done` is the outcome once the
+code's promise settled, after which the context is dropped. `retire` asks the server not to reuse this
+process (after a limit breach the engine's state is not worth trusting).
+"""
+
+import json
+import os
+import re
+import resource
+import sys
+import time
+from typing import Any, BinaryIO
+
+import quickjs
+
+from executor_mcp.sandbox.prelude import PRELUDE
+from executor_mcp.sandbox.protocol import FrameDecoder, encode
+from executor_mcp.sandbox.source import Prepared, prepare
+
+_POSITION = re.compile(r"<input>:(\d+):(\d+)")
+_NO_LIMIT = -1
+_OUT_OF_MEMORY = "InternalError: out of memory"
+
+
+class Execution:
+    def __init__(self, code: str, memory: int, stack: int, cpu: float) -> None:
+        self.cpu_budget = cpu
+        self.cpu_used = 0.0
+        self.memory = memory
+        self.prepared: Prepared | None = None
+        self.context = quickjs.Context()
+        self.context.set_memory_limit(memory)
+        self.context.set_max_stack_size(stack)
+        self._code = code
+
+    def start(self) -> dict[str, Any]:
+        def run() -> None:
+            self.context.eval(PRELUDE)
+            self.prepared = prepare(self._code)
+            self.context.eval(self.prepared.program)
+
+        return self._step(run)
+
+    def settle(self, call_id: int, ok: bool, payload: str | None) -> dict[str, Any]:
+        arguments = f"{int(call_id)}, {json.dumps(bool(ok))}, {json.dumps(payload)}"
+        return self._step(lambda: self.context.eval(f"__executor.settle({arguments})"))
+
+    def fire(self, timer_id: int) -> dict[str, Any]:
+        return self._step(lambda: self.context.eval(f"__executor.fire({int(timer_id)})"))
+
+    def _step(self, action) -> dict[str, Any]:
+        try:
+            self._metered(action)
+            while self._metered(self.context.execute_pending_job):
+                pass
+            outbox = json.loads(self.context.eval("__executor.drain()"))
+            state = self.context.eval("__executor.state()")
+        except quickjs.JSException as exc:
+            return self._failed(str(exc))
+        done = None if state is None else self._finish(json.loads(state))
+        return {"op": "step", "outbox": outbox, "done": done, "retire": False}
+
+    def _metered(self, call):
+        remaining = self.cpu_budget - self.cpu_used
+        if remaining <= 0:
+            raise quickjs.JSException("InternalError: interrupted")
+        self.context.set_time_limit(remaining)
+        started = time.process_time()
+        try:
+            return call()
+        finally:
+            self.cpu_used += time.process_time() - started
+            self.context.set_time_limit(_NO_LIMIT)
+
+    def _finish(self, state: dict[str, Any]) -> dict[str, Any]:
+        logs, emitted = state.get("logs", []), state.get("emitted", [])
+        if state.get("ok"):
+            return {"ok": True, "result": state["result"], "text": state["text"], "logs": logs, "emitted": emitted}
+        message = state["message"]
+        if message.startswith(_OUT_OF_MEMORY):
+            error = self._memory_exceeded()
+        else:
+            error = self._describe(message, state.get("stack", ""))
+        return {"ok": False, "error": error, "logs": logs, "emitted": emitted}
+
+    def _memory_exceeded(self) -> str:
+        return f"Execution exceeded its memory limit of {self.memory // (1024 * 1024)} MiB"
+
+    def _failed(self, raw: str) -> dict[str, Any]:
+        """An error that escaped the engine itself: a limit, or an error while loading the code."""
+        head, _, rest = raw.partition("\n")
+        retire = False
+        if head == "InternalError: interrupted":
+            message, retire = f"Execution exceeded its CPU time limit of {self.cpu_budget:g}s", True
+        elif head.startswith(_OUT_OF_MEMORY):
+            message, retire = self._memory_exceeded(), True
+        else:
+            message = self._describe(_capitalize_syntax(head), rest)
+        done = {"ok": False, "error": message, "logs": [], "emitted": []}
+        return {"op": "step", "outbox": [], "done": done, "retire": retire}
+
+    def _describe(self, message: str, stack: str) -> str:
+        """The message, with the first position that lies in the agent's code, as (line:column)."""
+        if self.prepared is not None:
+            for line, column in _POSITION.findall(stack):
+                agent_line = self.prepared.agent_line(int(line))
+                if agent_line is not None:
+                    return f"{message} ({agent_line}:{column})"
+        return message
+
+
+def _capitalize_syntax(head: str) -> str:
+    """QuickJS writes `SyntaxError: unexpected token`; models and tests expect `Unexpected token`."""
+    name, separator, message = head.partition(": ")
+    if name == "SyntaxError" and separator and message:
+        return f"{name}: {message[0].upper()}{message[1:]}"
+    return head
+
+
+def _confine() -> None:
+    """Give up what JavaScript in this process must never need, now that imports are done."""
+    for limit, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, 0),
+        (resource.RLIMIT_NOFILE, 16),
+    ):
+        resource.setrlimit(limit, (value, value))
+
+
+def _read(stream: BinaryIO, decoder: FrameDecoder) -> dict[str, Any] | None:
+    while (message := decoder.next()) is None:
+        chunk = os.read(stream.fileno(), 1 << 16)
+        if not chunk:
+            return None
+        decoder.feed(chunk)
+    return message
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    decoder = FrameDecoder()
+    execution: Execution | None = None
+    while (message := _read(stdin, decoder)) is not None:
+        op = message.get("op")
+        if op == "start":
+            execution = Execution(message["code"], message["memory"], message["stack"], message["cpu"])
+            reply = execution.start()
+        elif execution is not None and op == "settle":
+            reply = execution.settle(message["id"], message["ok"], message.get("payload"))
+        elif execution is not None and op == "fire":
+            reply = execution.fire(message["id"])
+        else:
+            reply = {"op": "error", "error": f"unexpected request {op!r}"}
+        if reply.get("done") is not None:
+            execution = None  # the context goes with it
+        stdout.write(encode(reply))
+        stdout.flush()
+
+
+def main() -> int:
+    _confine()
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""The catalog sandboxed code reaches through `tools.<path>(args)`.
+
+Two kinds of path. Built-ins (`search`, `describe.tool`, `executor.integrations.list`) answer with
+raw values and throw in the sandbox on bad arguments, with upstream's exact messages. Everything else
+is a tool of an integration, addressed by its static id (`executor.coreTools.integrations.list`), and
+answers `{ok: true, data}` or `{ok: false, error: {code, message, ...}}`: expected failures are values
+the code can inspect, never exceptions.
+"""
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.tools import search as ranking
+from executor_mcp.tools.errors import ToolThrow
+from executor_mcp.tools.typescript import describe_output, schema_to_typescript
+
+DEFAULT_LIMIT = 12
+MAX_SUGGESTIONS = 5
+TOOL_DEFINITIONS = "\n".join(
+    [
+        "type ToolError = { code: string; message: string; status?: number; details?: unknown; retryable?: boolean };",
+        "type ToolHttpMeta = { status: number; headers: Record<string, string> };",
+        "type ToolFile = { name?: string; mimeType: string; byteLength: number; data: string };",
+    ]
+)
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+@attrs.frozen
+class StaticTool:
+    """A tool with a fixed id, provided by the server itself."""
+
+    id: str
+    integration: str
+    name: str
+    description: str
+    input_schema: JsonObject
+    output_schema: JsonObject
+    handler: Handler
+    requires_approval: bool = False
+
+
+@attrs.frozen
+class Integration:
+    slug: str
+    name: str
+    description: str
+    kind: str
+    tools: tuple[StaticTool, ...]
+    can_remove: bool = False
+    can_refresh: bool = False
+
+
+@attrs.frozen
+class _Builtin:
+    description: str
+    input_typescript: str
+    output_typescript: str
+
+
+_BUILTINS = {
+    "search": _Builtin(
+        "Search the tool catalog by keywords, optionally within one integration (namespace).",
+        "{ query?: string; namespace?: string; limit?: number; offset?: number }",
+        "{ items: Array<{ path: string; name: string; description?: string; integration: string; score: number }>; "
+        "total: number; hasMore: boolean; nextOffset: number | null }",
+    ),
+    "describe.tool": _Builtin(
+        "Describe one tool: its TypeScript input and output types.",
+        "{ path: string }",
+        "{ path: string; name: string; description?: string; inputTypeScript?: string; outputTypeScript: string; "
+        "typeScriptDefinitions: string }",
+    ),
+    "executor.integrations.list": _Builtin(
+        "List the integrations whose tools this catalog holds.",
+        "{ query?: string; limit?: number; offset?: number }",
+        "{ items: Array<{ id: string; name: string; description?: string; kind: string; canRemove: boolean; "
+        "canRefresh: boolean; toolCount: number }>; total: number; hasMore: boolean; nextOffset: number | null }",
+    ),
+}
+
+
+class Catalog:
+    def __init__(self, integrations: list[Integration]) -> None:
+        self.integrations = integrations
+        self._tools = {tool.id: tool for integration in integrations for tool in integration.tools}
+        self._entries = [
+            ranking.Entry(path=tool.id, name=tool.name, integration=tool.integration, description=tool.description)
+            for tool in self._tools.values()
+        ]
+
+    def tool(self, path: str) -> StaticTool | None:
+        return self._tools.get(path.removeprefix("tools."))
+
+    async def invoke(self, path: str, args: Any) -> Any:
+        """Run `tools.<path>(args)`: a built-in's raw value, or a tool's `{ok, ...}` result."""
+        match path:
+            case "search":
+                return self._search(args)
+            case "describe.tool":
+                return self._describe(args)
+            case "executor.integrations.list":
+                return self._list_integrations(args)
+        tool = self.tool(path)
+        if tool is None:
+            return _failure("tool_not_found", f"Tool not found: {path}", {"path": path, **self._suggest(path)})
+        return {"ok": True, "data": await tool.handler(args)}
+
+    # -- built-ins ----------------------------------------------------------------------------------
+
+    def _search(self, args: Any) -> JsonObject:
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise ToolThrow(
+                "tools.search expects an object: "
+                "{ query?: string; namespace?: string; limit?: number; offset?: number }"
+            )
+        query, namespace = args.get("query"), args.get("namespace")
+        if query is not None and not isinstance(query, str):
+            raise ToolThrow("tools.search query must be a string when provided")
+        if namespace is not None and not isinstance(namespace, str):
+            raise ToolThrow("tools.search namespace must be a string when provided")
+        limit, offset = _paging("tools.search", args)
+        page = ranking.search(self._entries, query or "", namespace, limit, offset)
+        items = [
+            {
+                "path": entry.path,
+                "name": entry.name,
+                **({"description": entry.description} if entry.description else {}),
+                "integration": entry.integration,
+                "score": score,
+            }
+            for entry, score in page.items
+        ]
+        return {"items": items, "total": page.total, "hasMore": page.has_more, "nextOffset": page.next_offset}
+
+    def _describe(self, args: Any) -> JsonObject:
+        if not isinstance(args, dict):
+            raise ToolThrow("tools.describe.tool expects an object: { path: string }")
+        if "includeSchemas" in args:
+            raise ToolThrow("tools.describe.tool no longer accepts includeSchemas")
+        path = args.get("path")
+        if not isinstance(path, str) or not path:
+            raise ToolThrow("describe.tool requires a path")
+        path = path.removeprefix("tools.")
+        builtin = _BUILTINS.get(path)
+        if builtin is not None:
+            return {
+                "path": path,
+                "name": path,
+                "description": builtin.description,
+                "inputTypeScript": builtin.input_typescript,
+                "outputTypeScript": builtin.output_typescript,
+                "typeScriptDefinitions": "",
+            }
+        tool = self.tool(path)
+        if tool is None:
+            error: JsonObject = {"code": "tool_not_found", "message": f"Tool not found: {path}"}
+            error.update(self._suggest(path))
+            return {"path": path, "name": path, "error": error}
+        described: JsonObject = {"path": tool.id, "name": tool.name, "description": tool.description}
+        if tool.input_schema.get("properties"):
+            described["inputTypeScript"] = schema_to_typescript(tool.input_schema)
+        described["outputTypeScript"] = describe_output(tool.output_schema)
+        described["typeScriptDefinitions"] = TOOL_DEFINITIONS
+        return described
+
+    def _list_integrations(self, args: Any) -> JsonObject:
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise ToolThrow(
+                "tools.executor.integrations.list expects an object: "
+                "{ query?: string; limit?: number; offset?: number }"
+            )
+        query = args.get("query")
+        limit, offset = _paging("tools.executor.integrations.list", args)
+        matching = [
+            integration
+            for integration in self.integrations
+            if not isinstance(query, str)
+            or not query.strip()
+            or ranking.normalize(query) in ranking.normalize(f"{integration.slug} {integration.name}")
+        ]
+        page = matching[offset : offset + limit]
+        consumed = offset + len(page)
+        has_more = consumed < len(matching)
+        items = [
+            {
+                "id": integration.slug,
+                "name": integration.name,
+                "description": integration.description,
+                "kind": integration.kind,
+                "canRemove": integration.can_remove,
+                "canRefresh": integration.can_refresh,
+                "toolCount": len(integration.tools),
+            }
+            for integration in page
+        ]
+        return {
+            "items": items,
+            "total": len(matching),
+            "hasMore": has_more,
+            "nextOffset": consumed if has_more else None,
+        }
+
+    def _suggest(self, path: str) -> JsonObject:
+        """Up to five likely paths: the leaf name searched within the first segment, else everywhere."""
+        segments = path.removeprefix("tools.").split(".")
+        leaf = segments[-1]
+        found = ranking.search(self._entries, leaf, segments[0], MAX_SUGGESTIONS, 0).items
+        if not found:
+            found = ranking.search(self._entries, leaf, None, MAX_SUGGESTIONS, 0).items
+        return {"suggestions": [entry.path for entry, _ in found]} if found else {}
+
+
+def _paging(tool: str, args: JsonObject) -> tuple[int, int]:
+    limit, offset = args.get("limit"), args.get("offset")
+    if limit is not None and (not _is_number(limit) or limit <= 0):
+        raise ToolThrow(f"{tool} limit must be a positive number when provided")
+    if offset is not None and (not _is_number(offset) or offset < 0):
+        raise ToolThrow(f"{tool} offset must be a non-negative number when provided")
+    return (
+        max(1, math.floor(limit)) if limit is not None else DEFAULT_LIMIT,
+        math.floor(offset) if offset is not None else 0,
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _failure(code: str, message: str, details: JsonObject | None = None) -> JsonObject:
+    error: JsonObject = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    return {"ok": False, "error": error}
