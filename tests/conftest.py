@@ -3,6 +3,7 @@
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
@@ -11,7 +12,7 @@ import trio
 
 from executor_mcp.app import Running, serve
 from executor_mcp.config import Settings
-from executor_mcp.toolserver.registry import ToolFactory, no_tools
+from executor_mcp.toolserver.registry import ToolFactory
 
 
 @attrs.define
@@ -31,9 +32,10 @@ class ServerUnderTest:
 
 
 async def start_server(
-    nursery: trio.Nursery, data_dir: Path, *, tools: ToolFactory = no_tools, shutdown_grace: float = 10.0
+    nursery: trio.Nursery, data_dir: Path, *, tools: ToolFactory | None = None, **overrides: Any
 ) -> ServerUnderTest:
-    settings = Settings(host="127.0.0.1", port=0, data_dir=data_dir, shutdown_grace=shutdown_grace)
+    """A server with the product's catalog, or with `tools` instead; `overrides` are settings."""
+    settings = Settings(host="127.0.0.1", port=0, data_dir=data_dir, **overrides)
     done = trio.Event()
 
     async def run(task_status: trio.TaskStatus[Running]) -> None:

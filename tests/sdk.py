@@ -7,6 +7,9 @@ import httpx2
 from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
+# What `tools/list` shows on a server with the product's catalog, in registration order.
+PRODUCT_TOOLS = ["execute", "skills"]
+
 
 class SessionIdRecorder:
     """An httpx2 response hook that remembers the session id the server minted."""

@@ -44,8 +44,3 @@ class ToolRegistry:
 
 
 ToolFactory = Callable[[SessionMeta], ToolRegistry]
-
-
-def no_tools(_: SessionMeta) -> ToolRegistry:
-    """The catalog before any capability registers tools: an honest empty list."""
-    return ToolRegistry()

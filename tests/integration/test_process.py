@@ -6,7 +6,7 @@ import httpx
 
 from tests.mcp_http import envelope, open_session, post
 from tests.process import run_cli, server_process
-from tests.sdk import connect, resume
+from tests.sdk import PRODUCT_TOOLS, connect, resume
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
@@ -27,7 +27,7 @@ async def test_sigterm_exits_cleanly_and_the_next_process_serves_the_same_sessio
 
             async with server_process(data_dir) as second:
                 async with resume(second.url, session_id, initialized) as resumed:
-                    assert (await resumed.list_tools()).tools == []
+                    assert [tool.name for tool in (await resumed.list_tools()).tools] == PRODUCT_TOOLS
                 deleted = await http.delete(second.url, headers={"mcp-session-id": session_id})
                 assert deleted.status_code == 200
                 gone = await post(http, second.url, PING, session_id)

@@ -6,7 +6,7 @@ import trio
 from mcp import MCPError
 
 from tests.conftest import ServerUnderTest, start_server
-from tests.sdk import connect, resume
+from tests.sdk import PRODUCT_TOOLS, connect, resume
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -16,7 +16,7 @@ async def test_initialize_and_list_tools(server: ServerUnderTest, mode: str) -> 
         assert client.server_info.name == "executor"
         assert client.protocol_version == "2025-11-25"
         listed = await client.list_tools()
-        assert listed.tools == []
+        assert [tool.name for tool in listed.tools] == PRODUCT_TOOLS
         assert recorder.session_id is not None
 
 
@@ -29,7 +29,7 @@ async def test_session_resumed_by_id_from_a_new_client(server: ServerUnderTest, 
         # Leaving the first client sends DELETE; keep the session by resuming before that.
         async with resume(server.url, session_id, initialized) as resumed:
             listed = await resumed.list_tools()
-            assert listed.tools == []
+            assert [tool.name for tool in listed.tools] == PRODUCT_TOOLS
 
 
 async def test_unknown_session_fails_fast_with_an_envelope(server: ServerUnderTest) -> None:
@@ -66,5 +66,5 @@ async def test_session_survives_an_in_process_restart(nursery: trio.Nursery, dat
         await first.stop()
         second = await start_server(nursery, data_dir)
         async with resume(second.url, session_id, initialized) as resumed:
-            assert (await resumed.list_tools()).tools == []
+            assert [tool.name for tool in (await resumed.list_tools()).tools] == PRODUCT_TOOLS
         await second.stop()
