@@ -67,11 +67,7 @@ class Engine:
 
     async def run(self, code: str, invoke: Invoke) -> Outcome:
         async with self._pool.lease() as worker:
-            run = _Run(worker, invoke, self.limits)
-            try:
-                return await run.drive(code)
-            except WorkerLost:
-                return Outcome(ok=False, error=internal_error("sandbox worker lost"), defect=True)
+            return await _Run(worker, invoke, self.limits).drive(code)
 
 
 @attrs.define
@@ -96,35 +92,40 @@ class _Run:
         self._timers: dict[int, trio.CancelScope] = {}
 
     async def drive(self, code: str) -> Outcome:
-        limits = self._limits
-        deadline = trio.current_time() + limits.timeout
         async with trio.open_nursery() as nursery:
             try:
-                start = {"op": "start", "code": code, "memory": limits.memory, "stack": limits.stack, "cpu": limits.cpu}
-                reply = await self._step(start)
-                while reply.get("done") is None:
-                    self._schedule(nursery, reply.get("outbox"))
-                    if not self._in_flight and not self._timers:
-                        return Outcome(ok=False, error="Execution is waiting on a promise that can never settle")
-                    event: _Settle | _Fire | None = None
-                    with trio.move_on_at(deadline if not self._in_flight else math.inf):
-                        event = await self._events.receive()
-                    if event is None:
-                        return self._timed_out()
-                    if isinstance(event, _Settle):
-                        self._in_flight -= 1
-                        if not self._in_flight:
-                            deadline = trio.current_time() + limits.timeout
-                        reply = await self._step(
-                            {"op": "settle", "id": event.call_id, "ok": event.ok, "payload": event.payload}
-                        )
-                    else:
-                        self._timers.pop(event.timer_id, None)
-                        reply = await self._step({"op": "fire", "id": event.timer_id})
-                self._worker.reusable = not reply.get("retire", True)
-                return _outcome(reply["done"])
+                return await self._loop(nursery, code)
+            except WorkerLost:
+                return Outcome(ok=False, error=internal_error("sandbox worker lost"), defect=True)
             finally:
                 nursery.cancel_scope.cancel()
+
+    async def _loop(self, nursery: trio.Nursery, code: str) -> Outcome:
+        limits = self._limits
+        deadline = trio.current_time() + limits.timeout
+        start = {"op": "start", "code": code, "memory": limits.memory, "stack": limits.stack, "cpu": limits.cpu}
+        reply = await self._step(start)
+        while reply.get("done") is None:
+            self._schedule(nursery, reply.get("outbox"))
+            if not self._in_flight and not self._timers:
+                return Outcome(ok=False, error="Execution is waiting on a promise that can never settle")
+            event: _Settle | _Fire | None = None
+            with trio.move_on_at(deadline if not self._in_flight else math.inf):
+                event = await self._events.receive()
+            if event is None:
+                return self._timed_out()
+            if isinstance(event, _Settle):
+                self._in_flight -= 1
+                if not self._in_flight:
+                    deadline = trio.current_time() + limits.timeout
+                reply = await self._step(
+                    {"op": "settle", "id": event.call_id, "ok": event.ok, "payload": event.payload}
+                )
+            else:
+                self._timers.pop(event.timer_id, None)
+                reply = await self._step({"op": "fire", "id": event.timer_id})
+        self._worker.reusable = not reply.get("retire", True)
+        return _outcome(reply["done"])
 
     def _timed_out(self) -> Outcome:
         return Outcome(ok=False, error=f"Execution timed out after {self._limits.timeout * 1000:.0f}ms")
