@@ -20,6 +20,9 @@ _PRELUDE_SOURCE = r"""
   const timers = new Map();
   let nextId = 1;
   let finished = null;
+  const MAX_LOG_LINES = __MAX_LOG_LINES__;
+  const MAX_LOG_LINE = __MAX_LOG_LINE__;
+  const MAX_EMITTED = __MAX_EMITTED__;
 
   const show = (value) => {
     if (typeof value === "string") return value;
@@ -30,7 +33,13 @@ _PRELUDE_SOURCE = r"""
       return String(value);
     }
   };
-  const logAt = (level) => (...args) => { logs.push(`[${level}] ${args.map(show).join(" ")}`); };
+  let droppedLogs = 0;
+  const logAt = (level) => (...args) => {
+    if (logs.length >= MAX_LOG_LINES) { droppedLogs++; return; }
+    const line = `[${level}] ${args.map(show).join(" ")}`;
+    const over = line.length - MAX_LOG_LINE;
+    logs.push(over > 0 ? `${line.slice(0, MAX_LOG_LINE)}... [truncated ${over} chars]` : line);
+  };
   const console = Object.freeze({
     log: logAt("log"), info: logAt("info"), warn: logAt("warn"), error: logAt("error"), debug: logAt("debug"),
   });
@@ -107,14 +116,18 @@ _PRELUDE_SOURCE = r"""
     },
     state() {
       if (finished === null) return null;
-      return JSON.stringify({ ...finished, logs, emitted });
+      const shown = droppedLogs ? [...logs, `[executor] ${droppedLogs} more log lines were dropped`] : logs;
+      return JSON.stringify({ ...finished, logs: shown, emitted });
     },
   });
 
   Object.defineProperty(globalThis, "__executor", { value: host, enumerable: false });
   Object.defineProperty(globalThis, "tools", { value: toolsAt(""), enumerable: false });
   globalThis.console = console;
-  globalThis.emit = (value) => { emitted.push(JSON.parse(JSON.stringify(value === undefined ? null : value))); };
+  globalThis.emit = (value) => {
+    if (emitted.length >= MAX_EMITTED) throw new Error(`emit() takes at most ${MAX_EMITTED} items per execution`);
+    emitted.push(JSON.parse(JSON.stringify(value === undefined ? null : value)));
+  };
   globalThis.fetch = () => { throw new Error("fetch is disabled in the executor sandbox"); };
   globalThis.setTimeout = (callback, ms, ...args) => {
     const id = nextId++;
@@ -128,8 +141,17 @@ _PRELUDE_SOURCE = r"""
 })();
 """
 
+MAX_LOG_LINES = 1000
+MAX_LOG_LINE = 10_000
+MAX_EMITTED = 1000
+
 # Every statement above ends in a semicolon or brace, so joining the lines cannot change its meaning.
-PRELUDE = " ".join(line.strip() for line in _PRELUDE_SOURCE.splitlines() if line.strip())
+PRELUDE = (
+    " ".join(line.strip() for line in _PRELUDE_SOURCE.splitlines() if line.strip())
+    .replace("__MAX_LOG_LINES__", str(MAX_LOG_LINES))
+    .replace("__MAX_LOG_LINE__", str(MAX_LOG_LINE))
+    .replace("__MAX_EMITTED__", str(MAX_EMITTED))
+)
 
 CODE_PREFIX = '"use strict";\n__executor.start((async () => {\n'
 CODE_SUFFIX = "\n})());\n"

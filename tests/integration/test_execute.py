@@ -3,12 +3,15 @@
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 from mcp import Client
 
 from tests.conftest import ServerUnderTest, start_server
+from tests.mcp_http import open_session, post, sse_messages
 from tests.sdk import connect
+from tests.tools import call_body
 
 
 def text_of(result) -> str:
@@ -211,3 +214,40 @@ async def test_two_sessions_do_not_share_state(executor: ServerUnderTest) -> Non
         both.start_soon(session)
         both.start_soon(session)
     assert results == ["1"] * 4
+
+
+async def test_terminating_the_session_cancels_its_execution(executor: ServerUnderTest) -> None:
+    async with httpx.AsyncClient(timeout=10) as http:
+        session_id = await open_session(http, executor.url)
+        answer: list[httpx.Response] = []
+
+        async def long_execution() -> None:
+            code = "await new Promise((resolve) => setTimeout(resolve, 20000)); return 'too late';"
+            answer.append(await post(http, executor.url, call_body(7, "execute", code=code), session_id))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(long_execution)
+            await trio.sleep(0.3)
+            with trio.fail_after(5):
+                deleted = await http.delete(executor.url, headers={"mcp-session-id": session_id})
+        assert deleted.status_code == 200
+        assert sse_messages(answer[0].text) == [
+            {"jsonrpc": "2.0", "id": 7, "error": {"code": -32001, "message": "Session timed out, please reconnect"}}
+        ]
+
+
+async def test_logs_and_emitted_items_are_capped(client: Client) -> None:
+    code = """
+    console.log("y".repeat(20000));
+    for (let i = 0; i < 1005; i++) console.log(i);
+    let refused = null;
+    try { for (let i = 0; i < 1001; i++) emit(i); } catch (e) { refused = e.message; }
+    return refused;
+    """
+    result = await run(client, code)
+    logs = result.structured_content["logs"]
+    assert len(logs) == 1001
+    assert logs[0] == "[log] " + "y" * 9994 + "... [truncated 10006 chars]"
+    assert logs[-1] == "[executor] 6 more log lines were dropped"
+    assert result.structured_content["result"] == "emit() takes at most 1000 items per execution"
+    assert result.structured_content["emitted"] == 1000
