@@ -83,6 +83,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _heap_mib(text: str) -> int:
+    value = _positive_int(text)
+    if value > 512:
+        raise ValueError("must be at most 512 (MiB)")
+    return value
+
+
 def _log_level(text: str) -> str:
     if text.lower() not in {"debug", "info", "warning", "error"}:
         raise ValueError("must be one of debug, info, warning, error")
@@ -116,7 +123,7 @@ OPTIONS = (
         "seconds of sandbox wall clock per execution, paused during tool calls (default 300)",
     ),
     Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
-    Option("execution_memory_limit", _positive_int, "MiB of JavaScript heap per execution (default 64)"),
+    Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"

@@ -33,6 +33,7 @@ from executor_mcp.sandbox.source import Prepared, prepare
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")
 _NO_LIMIT = -1
+ADDRESS_SPACE_LIMIT = 1 << 30
 _OUT_OF_MEMORY = "InternalError: out of memory"
 
 
@@ -137,6 +138,8 @@ def _confine() -> None:
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_FSIZE, 0),
         (resource.RLIMIT_NOFILE, 16),
+        # A backstop under the engine's own heap limit, should native code ever allocate past it.
+        (resource.RLIMIT_AS, ADDRESS_SPACE_LIMIT),
     ):
         resource.setrlimit(limit, (value, value))
 
