@@ -1,0 +1,303 @@
+"""The catalog behind `tools.<path>(args)`: built-ins with upstream's exact messages, and static tools
+answering `{ok, data}` or `{ok: false, error}` (contract §4)."""
+
+from typing import Any
+
+import pytest
+
+from executor_mcp.tools.catalog import TOOL_DEFINITIONS, Catalog, Integration, StaticTool
+from executor_mcp.tools.core import build_catalog
+from executor_mcp.tools.errors import ToolThrow
+
+CORE_TOOL = "executor.coreTools.integrations.list"
+SEARCH_SHAPE = "{ query?: string; namespace?: string; limit?: number; offset?: number }"
+
+
+async def echo(args: Any) -> Any:
+    return {"received": args}
+
+
+def demo_catalog() -> Catalog:
+    def tool(name: str) -> StaticTool:
+        return StaticTool(
+            id=f"demo.{name}",
+            integration="demo",
+            name=name,
+            description=f"Demo {name} tool",
+            input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            output_schema={"type": "object", "properties": {"received": {}}},
+            handler=echo,
+        )
+
+    tools = (tool("alpha"), tool("beta"), tool("gamma"))
+    demo = Integration(slug="demo", name="Demo", description="Demo tools", kind="static", tools=tools)
+    return Catalog([*build_catalog().integrations, demo])
+
+
+# -- search --------------------------------------------------------------------------------------------
+
+
+async def test_search_finds_the_core_integrations_tool() -> None:
+    found = await build_catalog().invoke("search", {"query": "integrations"})
+    assert [item["path"] for item in found["items"]] == [CORE_TOOL]
+    [item] = found["items"]
+    assert item["name"] == "integrations.list"
+    assert item["integration"] == "executor"
+    assert item["description"] == "List the integrations available to this executor."
+    assert item["score"] > 0
+    assert (found["total"], found["hasMore"], found["nextOffset"]) == (1, False, None)
+
+
+@pytest.mark.parametrize("args", [None, {}, {"query": "   "}])
+async def test_search_without_a_query_or_namespace_is_empty(args: Any) -> None:
+    assert await build_catalog().invoke("search", args) == {
+        "items": [],
+        "total": 0,
+        "hasMore": False,
+        "nextOffset": None,
+    }
+
+
+async def test_search_enumeration_reconciles_with_the_integrations_tool_count() -> None:
+    catalog = demo_catalog()
+    listed = await catalog.invoke("executor.integrations.list", {})
+    for integration in listed["items"]:
+        enumerated = await catalog.invoke("search", {"query": "", "namespace": integration["id"]})
+        assert enumerated["total"] == integration["toolCount"]
+        assert all(item["score"] == 0 for item in enumerated["items"])
+
+
+async def test_search_pages_with_floored_limit_and_offset() -> None:
+    catalog = demo_catalog()
+    first = await catalog.invoke("search", {"query": "", "namespace": "demo", "limit": 2.9})
+    assert [item["path"] for item in first["items"]] == ["demo.alpha", "demo.beta"]
+    assert (first["total"], first["hasMore"], first["nextOffset"]) == (3, True, 2)
+    rest = await catalog.invoke("search", {"query": "", "namespace": "demo", "limit": 2, "offset": 2.5})
+    assert [item["path"] for item in rest["items"]] == ["demo.gamma"]
+    assert (rest["hasMore"], rest["nextOffset"]) == (False, None)
+
+
+async def test_search_default_limit_is_twelve() -> None:
+    def numbered(index: int) -> StaticTool:
+        return StaticTool(f"many.t{index:02}", "many", f"t{index:02}", "Numbered", {}, {}, echo)
+
+    many = Integration("many", "Many", "Many tools", "static", tuple(numbered(i) for i in range(15)))
+    page = await Catalog([many]).invoke("search", {"query": "", "namespace": "many"})
+    assert len(page["items"]) == 12
+    assert (page["total"], page["hasMore"], page["nextOffset"]) == (15, True, 12)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("integrations", f"tools.search expects an object: {SEARCH_SHAPE}"),
+        (["integrations"], f"tools.search expects an object: {SEARCH_SHAPE}"),
+        ({"query": 5}, "tools.search query must be a string when provided"),
+        ({"query": "x", "namespace": ["executor"]}, "tools.search namespace must be a string when provided"),
+        ({"query": "x", "limit": 0}, "tools.search limit must be a positive number when provided"),
+        ({"query": "x", "limit": "5"}, "tools.search limit must be a positive number when provided"),
+        ({"query": "x", "limit": True}, "tools.search limit must be a positive number when provided"),
+        ({"query": "x", "offset": -1}, "tools.search offset must be a non-negative number when provided"),
+        ({"query": "x", "offset": "0"}, "tools.search offset must be a non-negative number when provided"),
+    ],
+)
+async def test_search_rejects_bad_arguments_with_upstreams_messages(args: Any, message: str) -> None:
+    with pytest.raises(ToolThrow) as raised:
+        await build_catalog().invoke("search", args)
+    assert str(raised.value) == message
+
+
+# -- describe.tool -------------------------------------------------------------------------------------
+
+
+async def test_describe_the_core_tool() -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": CORE_TOOL})
+    assert described["path"] == CORE_TOOL
+    assert described["name"] == "integrations.list"
+    assert described["description"] == "List the integrations available to this executor."
+    assert "inputTypeScript" not in described
+    output = described["outputTypeScript"]
+    assert output.startswith("{ ok: true; data: { integrations: Array<{ slug: string; description: string; ")
+    assert output.endswith(" }> }; http?: ToolHttpMeta } | { ok: false; error: ToolError }")
+    definitions = described["typeScriptDefinitions"]
+    assert definitions == TOOL_DEFINITIONS
+    for name in ("type ToolError = {", "type ToolHttpMeta = {", "type ToolFile = {"):
+        assert name in definitions
+
+
+async def test_describe_accepts_the_tools_prefix_and_shows_declared_input() -> None:
+    described = await demo_catalog().invoke("describe.tool", {"path": "tools.demo.alpha"})
+    assert described["path"] == "demo.alpha"
+    assert described["inputTypeScript"] == "{ text: string }"
+    assert described["outputTypeScript"] == (
+        "{ ok: true; data: { received?: unknown }; http?: ToolHttpMeta } | { ok: false; error: ToolError }"
+    )
+
+
+@pytest.mark.parametrize("path", ["search", "tools.search"])
+async def test_describe_a_builtin(path: str) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": path})
+    assert described["path"] == described["name"] == "search"
+    assert described["description"]
+    assert described["inputTypeScript"] == SEARCH_SHAPE
+    assert described["outputTypeScript"].startswith("{ items: Array<{ path: string; name: string;")
+    assert "ok: true" not in described["outputTypeScript"]
+
+
+@pytest.mark.parametrize("path", ["describe.tool", "executor.integrations.list"])
+async def test_every_builtin_is_described(path: str) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": path})
+    assert described["path"] == path
+    assert "error" not in described
+    assert described["outputTypeScript"]
+
+
+async def test_describe_an_unknown_path_suggests_near_paths() -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": "executor.coreTools.integration.list"})
+    assert described == {
+        "path": "executor.coreTools.integration.list",
+        "name": "executor.coreTools.integration.list",
+        "error": {
+            "code": "tool_not_found",
+            "message": "Tool not found: executor.coreTools.integration.list",
+            "suggestions": [CORE_TOOL],
+        },
+    }
+
+
+async def test_describe_an_unknown_path_without_anything_near() -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": "nothing.here"})
+    assert described["error"] == {"code": "tool_not_found", "message": "Tool not found: nothing.here"}
+
+
+async def test_suggestions_are_at_most_five() -> None:
+    def listing(index: int) -> StaticTool:
+        return StaticTool(f"wide.t{index}.list", "wide", f"t{index}.list", "List things", {}, {}, echo)
+
+    wide = Integration("wide", "Wide", "Many listings", "static", tuple(listing(i) for i in range(8)))
+    described = await Catalog([wide]).invoke("describe.tool", {"path": "wide.missing.list"})
+    assert len(described["error"]["suggestions"]) == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (None, "tools.describe.tool expects an object: { path: string }"),
+        ("executor.coreTools.integrations.list", "tools.describe.tool expects an object: { path: string }"),
+        ({}, "describe.tool requires a path"),
+        ({"path": ""}, "describe.tool requires a path"),
+        ({"path": 5}, "describe.tool requires a path"),
+        ({"path": CORE_TOOL, "includeSchemas": True}, "tools.describe.tool no longer accepts includeSchemas"),
+    ],
+)
+async def test_describe_rejects_bad_arguments_with_upstreams_messages(args: Any, message: str) -> None:
+    with pytest.raises(ToolThrow) as raised:
+        await build_catalog().invoke("describe.tool", args)
+    assert str(raised.value) == message
+
+
+# -- executor.integrations.list ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [None, {}])
+async def test_integrations_list_describes_the_executor(args: Any) -> None:
+    listed = await build_catalog().invoke("executor.integrations.list", args)
+    assert listed == {
+        "items": [
+            {
+                "id": "executor",
+                "name": "Executor",
+                "description": "The executor's own tools: its integrations and, with policies, its governance.",
+                "kind": "static",
+                "canRemove": False,
+                "canRefresh": False,
+                "toolCount": 1,
+            }
+        ],
+        "total": 1,
+        "hasMore": False,
+        "nextOffset": None,
+    }
+
+
+async def test_integrations_list_filters_by_query_and_pages() -> None:
+    catalog = demo_catalog()
+    assert [item["id"] for item in (await catalog.invoke("executor.integrations.list", {"query": "dem"}))["items"]] == [
+        "demo"
+    ]
+    assert (await catalog.invoke("executor.integrations.list", {"query": "zzz"}))["total"] == 0
+    first = await catalog.invoke("executor.integrations.list", {"limit": 1})
+    assert [item["id"] for item in first["items"]] == ["executor"]
+    assert (first["total"], first["hasMore"], first["nextOffset"]) == (2, True, 1)
+    second = await catalog.invoke("executor.integrations.list", {"limit": 1, "offset": 1})
+    assert [(item["id"], item["toolCount"]) for item in second["items"]] == [("demo", 3)]
+    assert (second["hasMore"], second["nextOffset"]) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            "executor",
+            "tools.executor.integrations.list expects an object: { query?: string; limit?: number; offset?: number }",
+        ),
+        ({"limit": 0}, "tools.executor.integrations.list limit must be a positive number when provided"),
+        ({"offset": -1}, "tools.executor.integrations.list offset must be a non-negative number when provided"),
+    ],
+)
+async def test_integrations_list_rejects_bad_arguments_with_upstreams_messages(args: Any, message: str) -> None:
+    with pytest.raises(ToolThrow) as raised:
+        await build_catalog().invoke("executor.integrations.list", args)
+    assert str(raised.value) == message
+
+
+# -- static tools --------------------------------------------------------------------------------------
+
+
+async def test_core_integrations_list_answers_ok_data() -> None:
+    answer = await build_catalog().invoke(CORE_TOOL, {})
+    assert answer == {
+        "ok": True,
+        "data": {
+            "integrations": [
+                {
+                    "slug": "executor",
+                    "description": "The executor's own tools: its integrations and, with policies, its governance.",
+                    "kind": "static",
+                    "canRemove": False,
+                    "canRefresh": False,
+                }
+            ]
+        },
+    }
+
+
+async def test_a_static_tool_receives_its_arguments_and_is_wrapped() -> None:
+    assert await demo_catalog().invoke("demo.beta", {"text": "hi"}) == {
+        "ok": True,
+        "data": {"received": {"text": "hi"}},
+    }
+
+
+async def test_unknown_path_is_a_tool_not_found_value() -> None:
+    answer = await build_catalog().invoke("nothing.here", {})
+    assert answer == {
+        "ok": False,
+        "error": {
+            "code": "tool_not_found",
+            "message": "Tool not found: nothing.here",
+            "details": {"path": "nothing.here"},
+        },
+    }
+
+
+async def test_unknown_path_near_a_tool_carries_suggestions() -> None:
+    answer = await build_catalog().invoke("executor.coreTools.integration.list", {})
+    assert answer == {
+        "ok": False,
+        "error": {
+            "code": "tool_not_found",
+            "message": "Tool not found: executor.coreTools.integration.list",
+            "details": {"path": "executor.coreTools.integration.list", "suggestions": [CORE_TOOL]},
+        },
+    }
