@@ -35,6 +35,7 @@ _TYPE_NODES = frozenset(
         "implements_clause",
         "accessibility_modifier",
         "function_signature",
+        "method_signature",
         "abstract_method_signature",
         "index_signature",
         "type_predicate_annotation",
@@ -53,7 +54,8 @@ _MARKER_PARENTS = {
     "public_field_definition": "?!",
     "variable_declarator": "!",
 }
-_MODIFIERS = frozenset({"readonly", "override_modifier", "declare"})
+_MODIFIERS = frozenset({"readonly", "override_modifier", "declare", "abstract"})
+_PARAMETER_PROPERTY_MARKS = frozenset({"accessibility_modifier", "readonly", "override_modifier"})
 _FUNCTIONS = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 
 
@@ -64,10 +66,12 @@ class Prepared:
     program: str
     first_line: int  # the program line holding the agent's first line
     fence_lines: int  # lines of the agent's text above the part that runs
+    lines: int  # how many lines of the agent's text run
 
     def agent_line(self, program_line: int) -> int | None:
+        """The agent's line for a program line, or None for the wrapper's own lines."""
         line = program_line - self.first_line + 1
-        return line + self.fence_lines if line >= 1 else None
+        return line + self.fence_lines if 1 <= line <= self.lines else None
 
 
 def prepare(code: str) -> Prepared:
@@ -75,11 +79,16 @@ def prepare(code: str) -> Prepared:
     raw = body.encode()
     tree = Parser(_LANGUAGE).parse(raw)
     blanked = bytearray(raw)
-    _strip_types(tree.root_node, blanked)
+    insertions: list[tuple[int, bytes]] = []
+    _strip_types(tree.root_node, blanked, insertions)
     head, tail = _recover(tree.root_node, blanked)
+    for offset, text in sorted(insertions, reverse=True):
+        blanked[offset:offset] = text
     stripped = blanked.decode(errors="replace")
     program = CODE_PREFIX + head + "\n" + stripped + "\n" + tail + CODE_SUFFIX
-    return Prepared(program=program, first_line=CODE_LINE_OFFSET + 2, fence_lines=fence_lines)
+    return Prepared(
+        program=program, first_line=CODE_LINE_OFFSET + 2, fence_lines=fence_lines, lines=body.count("\n") + 1
+    )
 
 
 def _unfence(code: str) -> tuple[str, int]:
@@ -95,22 +104,65 @@ def _blank(buffer: bytearray, start: int, end: int) -> None:
             buffer[index] = 0x20
 
 
-def _strip_types(node: Node, buffer: bytearray) -> None:
+def _strip_types(node: Node, buffer: bytearray, insertions: list[tuple[int, bytes]]) -> None:
+    """Blank type syntax in place; `insertions` collects the little code TypeScript implies."""
     if node.type == "ERROR":
         return  # the engine reports the real syntax error; guessing inside it could change meaning
     if node.type in _TYPE_NODES:
         _blank(buffer, node.start_byte, node.end_byte)
         return
+    if node.type == "method_definition":
+        _assign_parameter_properties(node, insertions)
+    if node.type == "formal_parameters":
+        _drop_this_parameter(node, buffer)
     keyword = _TYPE_TAILS.get(node.type)
     markers = _MARKER_PARENTS.get(node.type, "")
     for child in node.children:
         if keyword is not None and child.type == keyword:
             _blank(buffer, child.start_byte, node.end_byte)
             break
-        if (child.type in markers and not child.is_named) or child.type in _MODIFIERS:
+        if (not child.is_named and child.type in markers) or child.type in _MODIFIERS:
             _blank(buffer, child.start_byte, child.end_byte)
             continue
-        _strip_types(child, buffer)
+        _strip_types(child, buffer, insertions)
+
+
+def _assign_parameter_properties(method: Node, insertions: list[tuple[int, bytes]]) -> None:
+    """`constructor(private x: T)` means `this.x = x` on entry (after `super(...)` when there is one)."""
+    name, parameters, body = (method.child_by_field_name(f) for f in ("name", "parameters", "body"))
+    if name is None or name.text != b"constructor" or parameters is None or body is None:
+        return
+    names = [
+        pattern.text.decode()
+        for parameter in parameters.named_children
+        if any(child.type in _PARAMETER_PROPERTY_MARKS for child in parameter.children)
+        and (pattern := parameter.child_by_field_name("pattern")) is not None
+        and pattern.type == "identifier"
+    ]
+    if not names:
+        return
+    statements = [child for child in body.named_children if child.type != "comment"]
+    first = statements[0] if statements else None
+    calls_super = (
+        first is not None
+        and first.type == "expression_statement"
+        and first.named_children
+        and first.named_children[0].type == "call_expression"
+        and (callee := first.named_children[0].child_by_field_name("function")) is not None
+        and callee.type == "super"
+    )
+    offset = first.end_byte if calls_super and first is not None else body.start_byte + 1
+    insertions.append((offset, "".join(f" this.{n} = {n};" for n in names).encode()))
+
+
+def _drop_this_parameter(parameters: Node, buffer: bytearray) -> None:
+    """`function f(this: T, a)`: the `this` parameter is a type, not a parameter."""
+    named = parameters.named_children
+    first = named[0] if named else None
+    if first is not None and first.type == "required_parameter" and first.named_children[:1]:
+        if first.named_children[0].type != "this":
+            return
+        _blank(buffer, first.start_byte, named[1].start_byte if len(named) > 1 else first.end_byte)
 
 
 def _statements(root: Node) -> list[Node]:

@@ -154,20 +154,27 @@ def test_emitted_then_error_with_its_logs() -> None:
     assert len(result["content"]) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "emitted ToolFile values ({name?, mimeType, byteLength, data}) are not rendered per §3.5: "
-        'the item becomes its JSON text `{"name":"chart.png",...}` instead of '
-        "`File output: chart.png (image/png, 3 bytes)` followed by an image block"
-    ),
-)
 def test_emitted_image_file_renders_as_a_file_line_and_an_image() -> None:
     file = {"name": "chart.png", "mimeType": "image/png", "byteLength": 3, "data": "AAEC"}
     content = render(Outcome(ok=True, emitted=[file]))["content"]
     assert content[0] == {"type": "text", "text": "File output: chart.png (image/png, 3 bytes)"}
     assert content[1]["type"] == "image"
     assert content[1]["mimeType"] == "image/png"
+
+
+def test_emitted_files_render_by_mime_type() -> None:
+    text_file = {"name": "notes.txt", "mimeType": "text/plain", "byteLength": 5, "data": "aGVsbG8="}
+    binary = {"mimeType": "application/octet-stream", "byteLength": 3, "data": "AAEC"}
+    broken = {"mimeType": "text/plain", "byteLength": 1, "data": "not base64!"}
+    content = render(Outcome(ok=True, emitted=[text_file, binary, broken]))["content"]
+    assert content[0] == {"type": "text", "text": "File output: notes.txt (text/plain, 5 bytes)"}
+    assert content[1] == {"type": "text", "text": "hello"}
+    assert content[2] == {"type": "text", "text": "File output: tool-output (application/octet-stream, 3 bytes)"}
+    assert content[3] == {
+        "type": "resource",
+        "resource": {"uri": "executor-file:///tool-output", "mimeType": "application/octet-stream", "blob": "AAEC"},
+    }
+    assert content[4] == {"type": "text", "text": "Invalid execution output item omitted."}
 
 
 # -- truncation ----------------------------------------------------------------------------------------

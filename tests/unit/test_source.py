@@ -193,14 +193,6 @@ def test_syntax_error_on_line_two_after_a_typescript_line() -> None:
     assert message.endswith("(2:11)")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Prepared.agent_line has no upper bound: when QuickJS's only frames are the wrapper's (here the "
-        "async wrapper on program line 2 and the call site on the `})());` line), the suffix line is mapped "
-        "to agent line 5 of a 3-line script, giving `TypeError: cannot read property 'foo' of null (5:1)`"
-    ),
-)
 def test_error_position_never_points_past_the_agents_code() -> None:
     message = error("return {\n  a: null.foo,\n}")
     position = re.search(r"\((\d+):\d+\)$", message)
@@ -294,51 +286,22 @@ def test_typed_code_awaits_a_timer() -> None:
     assert execution.fire(timer["id"])["done"]["text"] == "late"
 
 
-# -- TypeScript the stripper gets wrong (upstream strips these with sucrase) --------------------------
+# -- TypeScript that takes more than blanking (upstream strips these with sucrase) --------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "constructor parameter properties are only blanked: `constructor(private x: number, readonly y = 2)` "
-        "loses its implied `this.x = x; this.y = y`, so the fields stay undefined and the test reads "
-        "[null, null] instead of [4, 2]; sucrase emits the assignments"
-    ),
-)
 def test_constructor_parameter_properties_assign_fields() -> None:
     code = "class A {\n  constructor(private x: number, readonly y = 2) {}\n  get() { return [this.x, this.y] }\n}\n"
     assert value(code + "return new A(4).get();") == [4, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the `abstract` keyword of abstract_class_declaration is not blanked: `abstract class B {}` fails "
-        "with `SyntaxError: Expecting ';' (1:10)`"
-    ),
-)
 def test_abstract_class_is_stripped() -> None:
     code = "abstract class B {\n  abstract m(): number;\n  n() { return this.m() + 1 }\n}\n"
     assert value(code + "class C extends B { m() { return 1 } }\nreturn new C().n();") == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a `this` parameter is not removed (only its annotation is): `function f(this: any, a: number)` "
-        "fails with `SyntaxError: Missing formal parameter (1:12)`"
-    ),
-)
 def test_this_parameter_is_stripped() -> None:
     assert value("function f(this: any, a: number) { return a }\nreturn f(2);") == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "class method overload signatures (tree-sitter `method_signature`) are not blanked: the signature "
-        "`m(): void;` on line 2 fails with `SyntaxError: Unexpected token ';' (2:12)`"
-    ),
-)
 def test_class_method_overload_signatures_are_stripped() -> None:
     assert value("class K {\n  m(): void;\n  m(a?: number) { return a }\n}\nreturn new K().m(2);") == 2
