@@ -201,3 +201,26 @@ async def test_a_killed_worker_fails_its_execution_and_the_pool_recovers(client:
     assert result.is_error
     assert text_of(result).startswith("Error: Internal tool error [")
     assert text_of(await run(client, "return 'recovered'")) == "recovered"
+
+
+async def test_workers_start_with_nothing_inherited(client: Client) -> None:
+    assert text_of(await run(client, "return 1")) == "1"
+    workers = _sandbox_workers()
+    assert workers
+    for pid in workers:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            assert environ.read() == b""
+        assert os.readlink(f"/proc/{pid}/cwd") == "/"
+        descriptors = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert descriptors <= {0, 1, 2}, descriptors
+        # A spare may still be importing; it confines itself before it reads its first request.
+        with trio.fail_after(10):
+            while (limits := _limits(pid))["Max open files"][:2] != ["16", "16"]:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        assert limits["Max file size"][:2] == ["0", "0"]
+        assert limits["Max core file size"][:2] == ["0", "0"]
+
+
+def _limits(pid: int) -> dict[str, list[str]]:
+    with open(f"/proc/{pid}/limits") as limits:
+        return {line[:26].strip(): line[26:].split() for line in limits if line[:26].strip()}
