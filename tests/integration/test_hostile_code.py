@@ -208,8 +208,7 @@ async def test_workers_start_with_nothing_inherited(client: Client) -> None:
     workers = _sandbox_workers()
     assert workers
     for pid in workers:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            assert environ.read() == b""
+        assert _environment(pid) == b""
         assert os.readlink(f"/proc/{pid}/cwd") == "/"
         descriptors = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
         assert descriptors <= {0, 1, 2}, descriptors
@@ -219,6 +218,11 @@ async def test_workers_start_with_nothing_inherited(client: Client) -> None:
                 await trio.sleep(0.05)
         assert limits["Max file size"][:2] == ["0", "0"]
         assert limits["Max core file size"][:2] == ["0", "0"]
+
+
+def _environment(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        return environ.read()
 
 
 def _limits(pid: int) -> dict[str, list[str]]:
