@@ -9,7 +9,6 @@ Every loop is bounded in count and time; the server is in-process on 127.0.0.1:0
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
 from functools import partial
@@ -18,33 +17,9 @@ from pathlib import Path
 import httpx
 import trio
 
+from benchmarks.common import HEADERS, TIME_BOUND, line, open_session, percentiles_ms
 from executor_mcp.app import Running, serve
 from executor_mcp.config import Settings
-
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
-}
-TIME_BOUND = 60.0
-
-
-def _ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
-
-
-def _line(label: str, samples: list[float]) -> str:
-    p50, p95 = _ms(samples)
-    return f"{label:<34} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  (n={len(samples)})"
-
-
-async def _open(http: httpx.AsyncClient, url: str) -> str:
-    response = await http.post(url, content=json.dumps(INITIALIZE), headers=HEADERS)
-    response.raise_for_status()
-    return response.headers["mcp-session-id"]
 
 
 async def _timed(http: httpx.AsyncClient, url: str, session_id: str, body: dict, count: int) -> list[float]:
@@ -78,17 +53,18 @@ async def main(count: int) -> None:
             running: Running = await nursery.start(partial(serve, settings))
             url = running.mcp_url
             async with httpx.AsyncClient(timeout=30) as http:
-                session = await _open(http, url)
+                session = await open_session(http, url)
                 await _timed(http, url, session, _execute("return 1"), 50)  # warm-up
                 listed = await _timed(http, url, session, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, count)
                 executed = await _timed(http, url, session, _execute("return 6*7"), count)
-                print(_line("tools/list", listed))
-                print(_line("execute return 6*7", executed))
-                print(f"{'execute over tools/list at p50':<34} {(_ms(executed)[0] - _ms(listed)[0]):+.2f} ms")
+                print(line("tools/list", listed))
+                print(line("execute return 6*7", executed))
+                added = percentiles_ms(executed)[0] - percentiles_ms(listed)[0]
+                print(f"{'execute over tools/list at p50':<36} {added:+.2f} ms")
 
                 alone = await _timed(http, url, session, _execute("return 1"), count)
-                print(_line("execute return 1, alone", alone))
-                hog = await _open(http, url)
+                print(line("execute return 1, alone", alone))
+                hog = await open_session(http, url)
                 stop = trio.Event()
 
                 async def run_away() -> None:
@@ -104,8 +80,9 @@ async def main(count: int) -> None:
                 await trio.sleep(0.5)
                 beside = await _timed(http, url, session, _execute("return 1"), count)
                 stop.set()
-                print(_line("execute return 1, beside while(true)", beside))
-                print(f"{'p95 raised by the runaway':<34} {(_ms(beside)[1] - _ms(alone)[1]):+.2f} ms")
+                print(line("execute return 1, beside while(true)", beside))
+                raised = percentiles_ms(beside)[1] - percentiles_ms(alone)[1]
+                print(f"{'p95 raised by the runaway':<36} {raised:+.2f} ms")
             running.stop.set()
 
 

@@ -7,7 +7,6 @@ in count and in time.
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
 from functools import partial
@@ -16,30 +15,9 @@ from pathlib import Path
 import httpx
 import trio
 
+from benchmarks.common import HEADERS, TIME_BOUND, line, open_session
 from executor_mcp.app import Running, serve
 from executor_mcp.config import Settings
-
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
-}
-TIME_BOUND = 60.0
-
-
-def _percentiles(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p50 = statistics.median(ordered)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"p50 {p50 * 1000:.2f} ms  p95 {p95 * 1000:.2f} ms  (n={len(ordered)})"
-
-
-async def _open(http: httpx.AsyncClient, url: str) -> str:
-    response = await http.post(url, content=json.dumps(INITIALIZE), headers=HEADERS)
-    response.raise_for_status()
-    return response.headers["mcp-session-id"]
 
 
 async def _latency(http: httpx.AsyncClient, url: str, session_id: str, method: str, count: int) -> list[float]:
@@ -61,7 +39,7 @@ async def _sessions(http: httpx.AsyncClient, url: str, count: int) -> tuple[list
     opened, deleted, ids = [], [], []
     for _ in range(count):
         started = time.perf_counter()
-        ids.append(await _open(http, url))
+        ids.append(await open_session(http, url))
         opened.append(time.perf_counter() - started)
     for session_id in ids:
         started = time.perf_counter()
@@ -78,13 +56,13 @@ async def main(requests: int, sessions: int) -> None:
             running: Running = await nursery.start(partial(serve, settings))
             url = running.mcp_url
             async with httpx.AsyncClient(timeout=30) as http:
-                session_id = await _open(http, url)
+                session_id = await open_session(http, url)
                 await _latency(http, url, session_id, "ping", 50)  # warm-up
                 for method in ("ping", "tools/list"):
-                    print(f"{method:<12} {_percentiles(await _latency(http, url, session_id, method, requests))}")
+                    print(line(method, await _latency(http, url, session_id, method, requests)))
                 opened, deleted = await _sessions(http, url, sessions)
-                print(f"{'initialize':<12} {_percentiles(opened)}")
-                print(f"{'DELETE':<12} {_percentiles(deleted)}")
+                print(line("initialize", opened))
+                print(line("DELETE", deleted))
             running.stop.set()
 
 

@@ -9,10 +9,12 @@ import attrs
 import httpx
 import pytest
 import trio
+from mcp import Client
 
 from executor_mcp.app import Running, serve
 from executor_mcp.config import Settings
 from executor_mcp.toolserver.registry import ToolFactory
+from tests.sdk import connect
 
 
 @attrs.define
@@ -62,3 +64,10 @@ async def server(nursery: trio.Nursery, data_dir: Path) -> ServerUnderTest:
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(timeout=10) as client:
         yield client
+
+
+@pytest.fixture
+async def client(executor: ServerUnderTest) -> AsyncIterator[Client]:
+    """An SDK client session on the module's `executor` server."""
+    async with connect(executor.url, mode="legacy") as (connected, _):
+        yield connected

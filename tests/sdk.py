@@ -43,3 +43,12 @@ async def resume(url: str, session_id: str, initialized: types.InitializeResult)
     ):
         session.adopt(initialized)
         yield session
+
+
+async def execute(client: Client, code: str):
+    return await client.call_tool("execute", {"code": code})
+
+
+def text_of(result) -> str:
+    """All text blocks of a tool result, joined by newlines."""
+    return "\n".join(block.text for block in result.content)

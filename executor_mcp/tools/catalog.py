@@ -114,13 +114,7 @@ class Catalog:
     # -- built-ins ----------------------------------------------------------------------------------
 
     def _search(self, args: Any) -> JsonObject:
-        if args is None:
-            args = {}
-        if not isinstance(args, dict):
-            raise ToolThrow(
-                "tools.search expects an object: "
-                "{ query?: string; namespace?: string; limit?: number; offset?: number }"
-            )
+        args = _options(args, "tools.search", "{ query?: string; namespace?: string; limit?: number; offset?: number }")
         query, namespace = args.get("query"), args.get("namespace")
         if query is not None and not isinstance(query, str):
             raise ToolThrow("tools.search query must be a string when provided")
@@ -172,13 +166,7 @@ class Catalog:
         return described
 
     def _list_integrations(self, args: Any) -> JsonObject:
-        if args is None:
-            args = {}
-        if not isinstance(args, dict):
-            raise ToolThrow(
-                "tools.executor.integrations.list expects an object: "
-                "{ query?: string; limit?: number; offset?: number }"
-            )
+        args = _options(args, "tools.executor.integrations.list", "{ query?: string; limit?: number; offset?: number }")
         query = args.get("query")
         limit, offset = _paging("tools.executor.integrations.list", args)
         matching = [
@@ -218,6 +206,15 @@ class Catalog:
         if not found:
             found = ranking.search(self._entries, leaf, None, MAX_SUGGESTIONS, 0).items
         return {"suggestions": [entry.path for entry, _ in found]} if found else {}
+
+
+def _options(args: Any, tool: str, shape: str) -> JsonObject:
+    """A built-in's optional options object; anything but an object (or nothing) throws."""
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise ToolThrow(f"{tool} expects an object: {shape}")
+    return args
 
 
 def _paging(tool: str, args: JsonObject) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from mcp import Client
 from tests.conftest import ServerUnderTest, start_server
 from tests.mcp_http import open_session, post, sse_messages
 from tests.sdk import connect
+from tests.sdk import execute as run
 from tests.tools import call_body
 
 
@@ -22,16 +23,6 @@ def text_of(result) -> str:
 @pytest.fixture
 async def executor(nursery: trio.Nursery, data_dir: Path) -> ServerUnderTest:
     return await start_server(nursery, data_dir, execution_cpu_limit=3.0)
-
-
-@pytest.fixture
-async def client(executor: ServerUnderTest):
-    async with connect(executor.url, mode="legacy") as (connected, _):
-        yield connected
-
-
-async def run(client: Client, code: str):
-    return await client.call_tool("execute", {"code": code})
 
 
 async def test_return_value_is_the_text(client: Client) -> None:

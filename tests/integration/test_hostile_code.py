@@ -9,13 +9,10 @@ import trio
 from mcp import Client
 
 from tests.conftest import ServerUnderTest, start_server
-from tests.sdk import connect
+from tests.sdk import connect, text_of
+from tests.sdk import execute as run
 
 CPU_LIMIT = 1.5
-
-
-def text_of(result) -> str:
-    return "\n".join(block.text for block in result.content)
 
 
 @pytest.fixture
@@ -23,16 +20,6 @@ async def executor(nursery: trio.Nursery, data_dir: Path) -> ServerUnderTest:
     return await start_server(
         nursery, data_dir, execution_cpu_limit=CPU_LIMIT, execution_timeout=2.0, execution_memory_limit=16
     )
-
-
-@pytest.fixture
-async def client(executor: ServerUnderTest):
-    async with connect(executor.url, mode="legacy") as (connected, _):
-        yield connected
-
-
-async def run(client: Client, code: str):
-    return await client.call_tool("execute", {"code": code})
 
 
 @pytest.mark.slow

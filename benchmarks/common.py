@@ -1,0 +1,32 @@
+"""What both benchmarks share: opening a session over raw HTTP, and reading percentiles."""
+
+import json
+import statistics
+
+import httpx
+
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+}
+# Every measuring loop stops after this many seconds, whatever its count.
+TIME_BOUND = 60.0
+
+
+def percentiles_ms(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
+
+
+def line(label: str, samples: list[float]) -> str:
+    p50, p95 = percentiles_ms(samples)
+    return f"{label:<36} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  (n={len(samples)})"
+
+
+async def open_session(http: httpx.AsyncClient, url: str) -> str:
+    response = await http.post(url, content=json.dumps(INITIALIZE), headers=HEADERS)
+    response.raise_for_status()
+    return response.headers["mcp-session-id"]
