@@ -10,16 +10,19 @@ import logging
 import resource
 import signal
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
 import attrs
+import httpx
 import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from executor_mcp.auth.principal import NoAuth
-from executor_mcp.config import Settings
+from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
+from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
+from executor_mcp.config import ConfigError, Settings
 from executor_mcp.execution.engine import Engine, Limits
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.manager import SessionManager
@@ -27,6 +30,7 @@ from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import executor_tools
 from executor_mcp.toolserver.registry import ToolFactory
+from executor_mcp.transport.discovery import PublicUrl
 from executor_mcp.transport.endpoint import create_app
 
 log = logging.getLogger(__name__)
@@ -65,16 +69,48 @@ def _hypercorn_config(settings: Settings) -> Config:
     config.bind = [f"{host}:{settings.port}"]
     config.graceful_timeout = HTTP_GRACE_SECONDS
     config.accesslog = None
+    # Room for large bearer tokens in headers, so an oversized one reaches auth and gets a 401 envelope.
+    config.h11_max_incomplete_size = 64 * 1024
     config.errorlog = logging.getLogger("hypercorn.error")
     return config
 
 
 def ensure_safe_bind(settings: Settings) -> None:
-    if not settings.loopback:
+    if settings.auth == "none" and not settings.loopback:
         raise UnsafeBind(
             f"refusing to bind {settings.host} without authentication: "
             "bind a loopback address (127.0.0.1, ::1) or enable --auth"
         )
+
+
+async def read_secret(path: Path) -> bytes:
+    """The HS256 key: the file's bytes, surrounding whitespace trimmed (PRODUCT decision 2)."""
+    try:
+        secret = (await trio.Path(path).read_bytes()).strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --jwt-secret-file {path}: {exc.strerror}") from None
+    if not secret:
+        raise ConfigError(f"--jwt-secret-file {path} is empty")
+    return secret
+
+
+async def build_authenticator(
+    settings: Settings, control: ControlPlane, http: httpx.AsyncClient, public: PublicUrl
+) -> Authenticator:
+    if settings.auth == "none":
+        return NoAuth()
+    if settings.jwt_secret_file is not None:
+        verifier = TokenVerifier(
+            secret=await read_secret(settings.jwt_secret_file),
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+        )
+    else:
+        assert settings.jwks_url is not None
+        verifier = TokenVerifier(
+            jwks=JwksKeys(settings.jwks_url, http), issuer=settings.jwt_issuer, audience=settings.jwt_audience
+        )
+    return BearerAuth(verifier, control, lambda: public.metadata_url, time.time)
 
 
 async def serve(
@@ -87,37 +123,49 @@ async def serve(
     raise_descriptor_limit()
     control = await ControlPlane.open(settings.data_dir)
     try:
-        pool = WorkerPool(max_workers=settings.sandbox_workers)
-        limits = Limits(
-            timeout=settings.execution_timeout,
-            cpu=settings.execution_cpu_limit,
-            memory=settings.execution_memory_limit * 1024 * 1024,
-        )
-        manager = SessionManager(
-            control, settings.data_dir, tools or executor_tools(Engine(pool, limits), build_catalog())
-        )
-        app = create_app(manager, NoAuth())
-        stop = trio.Event()
-
-        async def shutdown_trigger() -> None:
-            await stop.wait()
-            await manager.shutdown(settings.shutdown_grace)
-
-        async with trio.open_nursery() as root:
-            await root.start(pool.run)
-            await root.start(manager.run)
-
-            async def http(task_status: trio.TaskStatus[list[str]]) -> None:
-                await hypercorn.trio.serve(
-                    app, _hypercorn_config(settings), shutdown_trigger=shutdown_trigger, task_status=task_status
-                )
-                root.cancel_scope.cancel()
-
-            binds = await root.start(http)
-            task_status.started(Running(url=binds[0], data_dir=settings.data_dir, stop=stop))
+        async with httpx.AsyncClient() as http_client:
+            await _serve(settings, control, http_client, tools, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await control.close()
+
+
+async def _serve(
+    settings: Settings,
+    control: ControlPlane,
+    http_client: httpx.AsyncClient,
+    tools: ToolFactory | None,
+    task_status: trio.TaskStatus[Running],
+) -> None:
+    pool = WorkerPool(max_workers=settings.sandbox_workers)
+    limits = Limits(
+        timeout=settings.execution_timeout,
+        cpu=settings.execution_cpu_limit,
+        memory=settings.execution_memory_limit * 1024 * 1024,
+    )
+    manager = SessionManager(control, settings.data_dir, tools or executor_tools(Engine(pool, limits), build_catalog()))
+    public = PublicUrl(settings.public_url or "")
+    authenticator = await build_authenticator(settings, control, http_client, public)
+    app = create_app(manager, authenticator, public, settings.authorization_server)
+    stop = trio.Event()
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        await manager.shutdown(settings.shutdown_grace)
+
+    async with trio.open_nursery() as root:
+        await root.start(pool.run)
+        await root.start(manager.run)
+
+        async def http(task_status: trio.TaskStatus[list[str]]) -> None:
+            await hypercorn.trio.serve(
+                app, _hypercorn_config(settings), shutdown_trigger=shutdown_trigger, task_status=task_status
+            )
+            root.cancel_scope.cancel()
+
+        binds = await root.start(http)
+        public.value = public.value or binds[0]
+        task_status.started(Running(url=binds[0], data_dir=settings.data_dir, stop=stop))
 
 
 async def serve_until_signalled(settings: Settings) -> None:

@@ -1,24 +1,57 @@
-"""The `executor-mcp` command line."""
+"""The `executor-mcp` command line: `serve`, and admin commands that work on a data dir."""
 
 import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import trio
 
 from executor_mcp import __version__
-from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, load_settings
+from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+
+_DATA_OPTIONS = {"data_dir", "log_level"}
+
+
+def _add_options(parser: argparse.ArgumentParser, names: set[str] | None = None) -> None:
+    parser.add_argument("--config", help=f"TOML config file (also {CONFIG_ENV})")
+    for option in OPTIONS:
+        if names is None or option.name in names:
+            parser.add_argument(
+                option.flag,
+                dest=option.name,
+                metavar="VALUE",
+                action="append" if option.repeatable else "store",
+                help=f"{option.help} [{option.env}]",
+            )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="executor-mcp", description="A self-hosted MCP server for agents' code.")
     parser.add_argument("--version", action="version", version=f"executor-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = commands.add_parser("serve", help="run the MCP server")
-    serve.add_argument("--config", help=f"TOML config file (also {CONFIG_ENV})")
-    for option in OPTIONS:
-        serve.add_argument(option.flag, dest=option.name, metavar="VALUE", help=f"{option.help} [{option.env}]")
+    _add_options(commands.add_parser("serve", help="run the MCP server"))
+
+    orgs = commands.add_parser("orgs", help="list, revoke or restore organizations")
+    org_actions = orgs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _add_options(org_actions.add_parser("list", help="organizations seen or revoked"), _DATA_OPTIONS)
+    for action, summary in (("revoke", "refuse the org's requests and end its sessions"), ("restore", "undo")):
+        command = org_actions.add_parser(action, help=summary)
+        command.add_argument("org")
+        _add_options(command, _DATA_OPTIONS)
+
+    keys = commands.add_parser("keys", help="create, list or revoke API keys")
+    key_actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = key_actions.add_parser("create", help="create an API key (printed once)")
+    create.add_argument("--user", required=True, help="the account the key acts as")
+    create.add_argument("--org", required=True, help="the organization the key acts in")
+    _add_options(create, _DATA_OPTIONS)
+    _add_options(key_actions.add_parser("list", help="API keys, without their secrets"), _DATA_OPTIONS)
+    revoke = key_actions.add_parser("revoke", help="revoke an API key by its id")
+    revoke.add_argument("key_id")
+    _add_options(revoke, _DATA_OPTIONS)
+
     # How the single binary re-executes itself as a sandbox worker; not for people.
     commands.add_parser("sandbox-worker")
     return parser
@@ -30,30 +63,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         from executor_mcp.sandbox.worker import main as worker_main  # light: the worker needs no server
 
         return worker_main()
-    from executor_mcp.app import UnsafeBind, ensure_safe_bind, serve_until_signalled
-
-    flags = vars(args)
     try:
-        settings = load_settings(flags)
+        settings = load_settings(vars(args))
     except ConfigError as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if args.command == "serve":
+        return _serve(settings)
+    return trio.run(_admin(args, settings))
+
+
+def _admin(args: argparse.Namespace, settings: Settings):
+    from executor_mcp import admin
+
+    data_dir = settings.data_dir
+    match args.command, args.action:
+        case "orgs", "list":
+            return partial(admin.orgs_list, data_dir)
+        case "orgs", "revoke" | "restore":
+            return partial(admin.orgs_set_revoked, data_dir, args.org, args.action == "revoke")
+        case "keys", "create":
+            return partial(admin.keys_create, data_dir, args.user, args.org)
+        case "keys", "list":
+            return partial(admin.keys_list, data_dir)
+        case _:
+            return partial(admin.keys_revoke, data_dir, args.key_id)
+
+
+def _serve(settings: Settings) -> int:
+    from executor_mcp.app import UnsafeBind, ensure_safe_bind, serve_until_signalled
+
     try:
         ensure_safe_bind(settings)
     except UnsafeBind as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
-    failure = None
+    failure: str | None = None
+    status = 1
     try:
         trio.run(serve_until_signalled, settings)
+    except* ConfigError as group:
+        failure, status = str(group.exceptions[0]), 2
     except* OSError as group:
-        failure = group.exceptions[0]
+        failure = f"cannot serve on {settings.host}:{settings.port}: {group.exceptions[0]}"
     if failure is not None:
-        print(f"executor-mcp: error: cannot serve on {settings.host}:{settings.port}: {failure}", file=sys.stderr)
-        return 1
+        print(f"executor-mcp: error: {failure}", file=sys.stderr)
+        return status
     return 0
 
 

@@ -10,6 +10,7 @@ fall back to a default.
 import ipaddress
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ class Settings:
     execution_cpu_limit: float = 60.0
     execution_memory_limit: int = 64
     sandbox_workers: int = 64
+    auth: str = "none"
+    public_url: str | None = None
+    jwt_secret_file: Path | None = None
+    jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    authorization_server: tuple[str, ...] = ()
 
     @property
     def loopback(self) -> bool:
@@ -90,6 +98,25 @@ def _heap_mib(text: str) -> int:
     return value
 
 
+def _auth(text: str) -> str:
+    if text not in {"none", "jwt"}:
+        raise ValueError("must be none or jwt")
+    return text
+
+
+def _url(text: str) -> str:
+    parsed = urllib.parse.urlsplit(text.strip())
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+        raise ValueError("must be an http:// or https:// URL")
+    return text.strip().rstrip("/")
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text.strip()
+
+
 def _log_level(text: str) -> str:
     if text.lower() not in {"debug", "info", "warning", "error"}:
         raise ValueError("must be one of debug, info, warning, error")
@@ -101,6 +128,7 @@ class Option:
     name: str
     parse: Callable[[str], Any]
     help: str
+    repeatable: bool = False  # a flag given again adds a value; env is comma-separated; TOML is a list
 
     @property
     def flag(self) -> str:
@@ -125,6 +153,18 @@ OPTIONS = (
     Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
     Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
+    Option("auth", _auth, "none (loopback only, one implicit local principal) or jwt (default none)"),
+    Option("public_url", _url, "the URL clients reach this server at (default http://HOST:PORT of the bind)"),
+    Option("jwt_secret_file", Path, "file holding the HS256 key (surrounding whitespace trimmed)"),
+    Option("jwks_url", _url, "JWKS URL for RS256/ES256 tokens"),
+    Option("jwt_issuer", _text, "required `iss` of tokens"),
+    Option("jwt_audience", _text, "required `aud` of tokens"),
+    Option(
+        "authorization_server",
+        _url,
+        "an OAuth authorization server to advertise in the protected-resource metadata (repeatable)",
+        repeatable=True,
+    ),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
@@ -141,9 +181,27 @@ def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str] = 
             (f"{config_path}: {option.name.replace('_', '-')}", file_values.get(option.name)),
         ):
             if raw is not None:
-                values[option.name] = _parse(option, source, raw)
+                values[option.name] = (
+                    _parse_repeated(option, source, raw) if option.repeatable else _parse(option, source, raw)
+                )
                 break
-    return Settings(**values)
+    return _checked(Settings(**values))
+
+
+def _parse_repeated(option: Option, source: str, raw: object) -> tuple[Any, ...]:
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"{source}: expected a list of strings")
+    return tuple(_parse(option, source, item) for item in items if not isinstance(item, str) or item.strip())
+
+
+def _checked(settings: Settings) -> Settings:
+    """Rules that span options."""
+    if settings.auth == "jwt" and (settings.jwt_secret_file is None) == (settings.jwks_url is None):
+        raise ConfigError("--auth jwt needs exactly one of --jwt-secret-file and --jwks-url")
+    if settings.auth == "none" and (settings.jwt_secret_file or settings.jwks_url):
+        raise ConfigError("--jwt-secret-file and --jwks-url need --auth jwt")
+    return settings
 
 
 def _parse(option: Option, source: str, raw: object) -> Any:

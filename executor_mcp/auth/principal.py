@@ -1,17 +1,39 @@
-"""The principal of a request, and the authenticator for `--auth none`.
+"""Who is asking: the principal of a request, for `--auth none` and for bearers (`--auth jwt`).
 
-With auth `none` (only allowed on a loopback bind) every request is the one implicit local principal,
-so every session on the server belongs to it.
+With auth `none` (only allowed on a loopback bind) every request is the one implicit local principal.
+With bearers, a JWT-shaped token is verified (HS256 secret or JWKS) and anything else is looked up as
+an API key. Then the organization must be present and not revoked in the control plane's org directory
+(read on every request, so `executor-mcp orgs revoke` takes effect at once on a running server).
+
+Refusals, as upstream §1.5: no bearer 401 with a bare challenge; a bad bearer 401 `invalid_token`; no
+or revoked organization 403 (`Forbidden`, carrying the verified account so the caller can condemn that
+account's own session); verification impossible right now 503, which never condemns anything.
 """
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from executor_mcp.auth.api_keys import digest
+from executor_mcp.auth.bearer import MAX_TOKEN_LENGTH, bearer_token, challenge, is_jwt_shaped
+from executor_mcp.auth.tokens import InvalidToken, TokenVerifier, Unavailable
+from executor_mcp.protocol.errors import Refusal, Refused
+from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
+
+log = logging.getLogger(__name__)
 
 Principal = Owner
 
 LOCAL_PRINCIPAL = Principal(account_id="local", org_id="local")
+
+
+class Forbidden(Refused):
+    """Verified, but without a live organization: 403, and grounds to condemn this account's session."""
+
+    def __init__(self, account_id: str) -> None:
+        super().__init__(Refusal.NO_ORGANIZATION)
+        self.account_id = account_id
 
 
 class Authenticator(Protocol):
@@ -21,3 +43,63 @@ class Authenticator(Protocol):
 class NoAuth:
     async def authenticate(self, headers: Mapping[str, str]) -> Principal:
         return LOCAL_PRINCIPAL
+
+
+class BearerAuth:
+    def __init__(
+        self,
+        verifier: TokenVerifier,
+        control: ControlPlane,
+        resource_metadata_url: Callable[[], str],
+        clock: Callable[[], float],
+    ) -> None:
+        self._verifier = verifier
+        self._control = control
+        self._metadata_url = resource_metadata_url
+        self._clock = clock
+        self._seen_orgs: set[str] = set()
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+        token = bearer_token(headers)
+        if token is None:
+            raise Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url()))
+        if not token or len(token) > MAX_TOKEN_LENGTH:
+            raise self._invalid("The bearer token is invalid")
+        try:
+            if is_jwt_shaped(token):
+                claims = await self._verifier.verify(token)
+                account, org = claims.account_id, claims.org_id
+            else:
+                account, org = await self._api_key(token)
+            if not org or not await self._org_is_live(org):
+                raise Forbidden(account)
+        except InvalidToken as exc:
+            raise self._invalid(str(exc)) from None
+        except Unavailable:
+            raise Refused(Refusal.AUTH_UNAVAILABLE) from None
+        return Principal(account_id=account, org_id=org)
+
+    def _invalid(self, description: str) -> Refused:
+        return Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url(), description))
+
+    async def _api_key(self, token: str) -> tuple[str, str]:
+        record = await self._store(self._control.get_api_key(digest(token)))
+        if record is None or record.revoked:
+            raise InvalidToken("The API key is invalid")
+        return record.account_id, record.org_id
+
+    async def _org_is_live(self, org_id: str) -> bool:
+        record = await self._store(self._control.get_org(org_id))
+        if record is None and org_id not in self._seen_orgs:
+            record = await self._store(self._control.note_org(org_id, self._clock()))
+            self._seen_orgs.add(org_id)
+        return record is None or not record.revoked
+
+    @staticmethod
+    async def _store(pending):
+        """A control-plane call; a storage failure is "cannot tell right now", never a refusal."""
+        try:
+            return await pending
+        except Exception as exc:
+            log.exception("control plane unavailable for authentication")
+            raise Unavailable(str(exc)) from None

@@ -67,15 +67,22 @@ class Refusal(enum.Enum):
     SESSION_TERMINATED = Envelope(404, Code.SESSION, "Session timed out, please reconnect")
     FOREIGN_SESSION = Envelope(403, Code.FOREIGN_SESSION, "MCP session does not belong to the current bearer")
     RESTARTING = Envelope(503, Code.SESSION, "MCP session is restarting, please retry")
+    UNAUTHORIZED = Envelope(401, Code.SESSION, "Unauthorized")
+    NO_ORGANIZATION = Envelope(403, Code.SESSION, "No organization in session — log in via the web app first")
+    AUTH_UNAVAILABLE = Envelope(503, Code.SESSION, "Authentication temporarily unavailable - please retry")
     INTERNAL = Envelope(500, Code.INTERNAL_ERROR, "Internal server error")
 
 
 class Refused(Exception):
-    """A request refused as a whole, before or instead of a JSON-RPC response."""
+    """A request refused as a whole, before or instead of a JSON-RPC response.
 
-    def __init__(self, refusal: Refusal, **params: str) -> None:
+    `challenge` is the `WWW-Authenticate` value a 401 carries (RFC 6750 / RFC 9728).
+    """
+
+    def __init__(self, refusal: Refusal, *, challenge: str | None = None, **params: str) -> None:
         super().__init__(refusal.name)
         self.refusal = refusal
+        self.challenge = challenge
         self.params = params
 
     @property
@@ -102,5 +109,9 @@ def envelope_body(refused: Refused, request_id: RequestId | None = None) -> dict
 
 
 def envelope_headers(refused: Refused) -> dict[str, str]:
-    retry_after = refused.envelope.retry_after
-    return {} if retry_after is None else {"Retry-After": str(retry_after)}
+    headers = {}
+    if refused.envelope.retry_after is not None:
+        headers["Retry-After"] = str(refused.envelope.retry_after)
+    if refused.challenge is not None:
+        headers["WWW-Authenticate"] = refused.challenge
+    return headers

@@ -136,6 +136,23 @@ class SessionManager:
         finally:
             session.scope.cancel()
 
+    async def condemn_owned(self, session_id: str, account_id: str) -> None:
+        """Condemn a session after its owner was refused for having no live organization.
+
+        Only the owning account's request may condemn: a stranger who is refused must never be able to
+        destroy someone else's session by sending its id. Anything else (unknown id, already dead,
+        restarting) is left as it is.
+        """
+        if not is_session_id(session_id):
+            return
+        try:
+            session = await self._live(session_id)
+        except Refused:
+            return
+        record = session.record
+        if record is not None and record.owner.account_id == account_id and session.state is State.LIVE:
+            await self.terminate(session)
+
     async def shutdown(self, grace: float) -> None:
         """Refuse new work, give work in flight `grace` seconds, then end every runtime as restarting."""
         self.draining = True

@@ -1,8 +1,9 @@
 """The control plane: one server-level LMDB environment shared by the server and admin commands.
 
-It holds the session directory (which ids exist, whom they belong to, whether they are condemned);
-later capabilities add organizations, API keys and policies beside it. LMDB is multi-process, so an
-admin command can change it while a server runs on the same data dir.
+It holds the session directory (which ids exist, whom they belong to, whether they are condemned),
+the organization directory (which orgs are revoked) and the API keys. LMDB is multi-process, so an
+admin command (`executor-mcp orgs revoke`, `keys create`) changes it while a server runs on the same
+data dir, and the server sees the change on its next read.
 """
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import attrs
 
 from executor_mcp.storage.environment import Environment
-from executor_mcp.storage.records import SessionRecord, decode, encode
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, SessionRecord, decode, encode
 
 CONTROL_FILE = "control.mdb"
 _MAX_DBS = 8
@@ -20,6 +21,8 @@ class ControlPlane:
     def __init__(self, env: Environment) -> None:
         self._env = env
         self._sessions = env.database(b"sessions")
+        self._orgs = env.database(b"orgs")
+        self._keys = env.database(b"api-keys")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -56,3 +59,61 @@ class ControlPlane:
             return [decode(value, SessionRecord) for _, value in txn.cursor(db=self._sessions)]
 
         return await self._env.read(_all)
+
+    # -- organizations ------------------------------------------------------------------------------
+
+    async def get_org(self, org_id: str) -> OrgRecord | None:
+        raw = await self._env.read(lambda txn: txn.get(org_id.encode(), db=self._orgs))
+        return None if raw is None else decode(raw, OrgRecord)
+
+    async def note_org(self, org_id: str, at: float) -> OrgRecord:
+        """The org's record, created (live) the first time the org is seen."""
+
+        def _note(txn) -> OrgRecord:
+            raw = txn.get(org_id.encode(), db=self._orgs)
+            if raw is not None:
+                return decode(raw, OrgRecord)
+            record = OrgRecord(org_id=org_id, first_seen_at=at)
+            txn.put(org_id.encode(), encode(record), db=self._orgs)
+            return record
+
+        return await self._env.write(_note)
+
+    async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
+        def _set(txn) -> OrgRecord:
+            raw = txn.get(org_id.encode(), db=self._orgs)
+            base = decode(raw, OrgRecord) if raw is not None else OrgRecord(org_id=org_id, first_seen_at=at)
+            record = attrs.evolve(base, revoked=revoked, changed_at=at)
+            txn.put(org_id.encode(), encode(record), db=self._orgs)
+            return record
+
+        return await self._env.write(_set)
+
+    async def orgs(self) -> list[OrgRecord]:
+        return await self._env.read(lambda txn: [decode(v, OrgRecord) for _, v in txn.cursor(db=self._orgs)])
+
+    # -- API keys -----------------------------------------------------------------------------------
+
+    async def put_api_key(self, digest: str, record: ApiKeyRecord) -> None:
+        await self._env.write(lambda txn: txn.put(digest.encode(), encode(record), db=self._keys))
+
+    async def get_api_key(self, digest: str) -> ApiKeyRecord | None:
+        raw = await self._env.read(lambda txn: txn.get(digest.encode(), db=self._keys))
+        return None if raw is None else decode(raw, ApiKeyRecord)
+
+    async def revoke_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """Revoke by the key's public id; None if no key has that id."""
+
+        def _revoke(txn) -> ApiKeyRecord | None:
+            for digest, raw in txn.cursor(db=self._keys):
+                record = decode(raw, ApiKeyRecord)
+                if record.key_id == key_id:
+                    record = attrs.evolve(record, revoked=True)
+                    txn.put(digest, encode(record), db=self._keys)
+                    return record
+            return None
+
+        return await self._env.write(_revoke)
+
+    async def api_keys(self) -> list[ApiKeyRecord]:
+        return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])

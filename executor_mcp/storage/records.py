@@ -48,3 +48,24 @@ def encode(record: Any) -> bytes:
 
 def decode(raw: bytes, cls: type[R]) -> R:
     return converter.structure(loads(raw), cls)
+
+
+@attrs.frozen
+class OrgRecord:
+    """An organization the server has seen or been told about; revoked orgs are refused."""
+
+    org_id: str
+    first_seen_at: float
+    revoked: bool = False
+    changed_at: float | None = None
+
+
+@attrs.frozen
+class ApiKeyRecord:
+    """An API key, stored by the SHA-256 of its secret: the key itself is shown once and never kept."""
+
+    key_id: str
+    account_id: str
+    org_id: str
+    created_at: float
+    revoked: bool = False

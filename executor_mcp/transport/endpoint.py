@@ -19,7 +19,7 @@ from quart import Quart, Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from executor_mcp.auth.principal import Authenticator
+from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import (
     MAX_BODY_BYTES,
@@ -54,11 +54,12 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Comment, Listener, Stream
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.sse import KEEPALIVE, comment, message_event
 
 log = logging.getLogger(__name__)
 
-RESOURCE = "/mcp"
+RESOURCE = MCP_PATH
 KEEPALIVE_SECONDS = 25.0
 STREAMING_METHODS = frozenset({"tools/call"})
 _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
@@ -74,14 +75,25 @@ class McpEndpoint:
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in _ALLOWED:
             raise Refused(Refusal.METHOD_NOT_ALLOWED)
-        principal = await self._auth.authenticate(request.headers)
+        principal = await self._authenticate()
         if request.method == "POST":
             return await self._post(principal)
         if request.method == "GET":
             return await self._get(principal)
         return await self._delete(principal)
 
-    async def _post(self, principal) -> Response:
+    async def _authenticate(self) -> Principal:
+        try:
+            return await self._auth.authenticate(request.headers)
+        except Forbidden as refused:
+            # A definitive "no organization" ends the session it names, if that session is this account's.
+            session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
+            if session_id:
+                with trio.CancelScope(shield=True):
+                    await self._manager.condemn_owned(session_id, refused.account_id)
+            raise
+
+    async def _post(self, principal: Principal) -> Response:
         rules.require_post_accept(request.headers)
         rules.require_json_body(request.headers)
         raw = await request.get_data(cache=False)
@@ -116,7 +128,7 @@ class McpEndpoint:
             return _event_stream(_stream_events(session, stream, calls))
         return await self._json_answer(session, stream, calls, batch)
 
-    async def _initialize(self, message: Request, raw: bytes, principal) -> Response:
+    async def _initialize(self, message: Request, raw: bytes, principal: Principal) -> Response:
         try:
             params: InitializeParams = structure_params(message.params, InitializeParams)
         except RpcError as exc:
@@ -138,14 +150,14 @@ class McpEndpoint:
             raise stream.refused
         return _json(answers if batch else answers[0])
 
-    async def _get(self, principal) -> Response:
+    async def _get(self, principal: Principal) -> Response:
         rules.require_stream_accept(request.headers)
         session_id = rules.require_session_id(request.headers)
         rules.protocol_version(request.headers)
         session = await self._manager.acquire(session_id, principal, RESOURCE)
         return _event_stream(_listen_events(session, session.listen()))
 
-    async def _delete(self, principal) -> Response:
+    async def _delete(self, principal: Principal) -> Response:
         session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
         if session_id:
             session = await self._manager.acquire(session_id, principal, RESOURCE, activity=False)
@@ -233,7 +245,12 @@ def _cors(response: Response) -> Response:
     return response
 
 
-def create_app(manager: SessionManager, authenticator: Authenticator) -> Quart:
+def create_app(
+    manager: SessionManager,
+    authenticator: Authenticator,
+    public: PublicUrl,
+    authorization_servers: tuple[str, ...] = (),
+) -> Quart:
     app = QuartTrio("executor_mcp")
     # Quart's 60 s default response timeout would silently cut SSE streams.
     app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES)
@@ -245,6 +262,14 @@ def create_app(manager: SessionManager, authenticator: Authenticator) -> Quart:
         methods=["GET", "POST", "DELETE", "OPTIONS", "PUT", "PATCH", "HEAD"],
         provide_automatic_options=False,
     )
+
+    async def metadata() -> Response:
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers=rules.PREFLIGHT)
+        return _json(protected_resource_metadata(public, authorization_servers))
+
+    for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
+        app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
     app.register_error_handler(Refused, _refused)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _defect)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from executor_mcp.app import UnsafeBind, ensure_safe_bind
 from executor_mcp.config import DEFAULT_PORT, ConfigError, Settings, is_loopback, load_settings
 
 
@@ -83,3 +84,36 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_loopback_detection(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
     assert Settings(host=host).loopback is loopback
+
+
+def test_jwt_auth_needs_exactly_one_key_source(tmp_path: Path) -> None:
+    secret = tmp_path / "key"
+    secret.write_text("s3cret")
+    with pytest.raises(ConfigError, match="exactly one of --jwt-secret-file and --jwks-url"):
+        load_settings({"auth": "jwt"}, environ={})
+    with pytest.raises(ConfigError, match="exactly one of"):
+        load_settings({"auth": "jwt", "jwt_secret_file": str(secret), "jwks_url": "https://x/jwks"}, environ={})
+    with pytest.raises(ConfigError, match="need --auth jwt"):
+        load_settings({"jwks_url": "https://x/jwks"}, environ={})
+    settings = load_settings({"auth": "jwt", "jwt_secret_file": str(secret)}, environ={})
+    assert settings.jwt_secret_file == secret
+
+
+def test_repeatable_authorization_servers(tmp_path: Path) -> None:
+    flags = load_settings({"authorization_server": ["https://a.test", "https://b.test/"]}, environ={})
+    assert flags.authorization_server == ("https://a.test", "https://b.test")
+    environ = load_settings({}, environ={"EXECUTOR_MCP_AUTHORIZATION_SERVER": "https://a.test,https://c.test"})
+    assert environ.authorization_server == ("https://a.test", "https://c.test")
+    config = tmp_path / "c.toml"
+    config.write_text('authorization-server = ["https://d.test"]\nauth = "none"\n')
+    assert load_settings({"config": str(config)}, environ={}).authorization_server == ("https://d.test",)
+    with pytest.raises(ConfigError, match="must be an http:// or https:// URL"):
+        load_settings({"authorization_server": ["ftp://nope"]}, environ={})
+
+
+def test_only_auth_none_is_confined_to_loopback(tmp_path: Path) -> None:
+    secret = tmp_path / "key"
+    secret.write_text("s3cret")
+    with pytest.raises(UnsafeBind):
+        ensure_safe_bind(Settings(host="0.0.0.0"))
+    ensure_safe_bind(Settings(host="0.0.0.0", auth="jwt", jwt_secret_file=secret))

@@ -1,0 +1,79 @@
+"""Admin commands that work on a data dir, also while a server runs on it (LMDB is multi-process).
+
+Each opens the control plane, does one thing, closes it; the server sees the change on its next read
+(an org revocation on the org's next request, a key revocation on the key's next use).
+"""
+
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from executor_mcp.auth.api_keys import digest, new_api_key
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.records import ApiKeyRecord
+
+
+def _when(at: float | None) -> str:
+    return "-" if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+async def orgs_list(data_dir: Path) -> int:
+    control = await ControlPlane.open(data_dir)
+    try:
+        for org in sorted(await control.orgs(), key=lambda record: record.org_id):
+            state = "revoked" if org.revoked else "live"
+            print(f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}")
+    finally:
+        await control.close()
+    return 0
+
+
+async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
+    control = await ControlPlane.open(data_dir)
+    try:
+        await control.set_org_revoked(org_id, revoked, time.time())
+    finally:
+        await control.close()
+    print(f"{'revoked' if revoked else 'restored'} organization {org_id}", file=sys.stderr)
+    return 0
+
+
+async def keys_create(data_dir: Path, account_id: str, org_id: str) -> int:
+    key_id, key = new_api_key()
+    control = await ControlPlane.open(data_dir)
+    try:
+        record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time())
+        await control.put_api_key(digest(key), record)
+    finally:
+        await control.close()
+    print(
+        f"created API key {key_id} for account {account_id} in organization {org_id}; it is shown only once:",
+        file=sys.stderr,
+    )
+    print(key)
+    return 0
+
+
+async def keys_list(data_dir: Path) -> int:
+    control = await ControlPlane.open(data_dir)
+    try:
+        for key in sorted(await control.api_keys(), key=lambda record: record.created_at):
+            state = "revoked" if key.revoked else "active"
+            print(f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}")
+    finally:
+        await control.close()
+    return 0
+
+
+async def keys_revoke(data_dir: Path, key_id: str) -> int:
+    control = await ControlPlane.open(data_dir)
+    try:
+        record = await control.revoke_api_key(key_id)
+    finally:
+        await control.close()
+    if record is None:
+        print(f"executor-mcp: error: no API key with id {key_id}", file=sys.stderr)
+        return 1
+    print(f"revoked API key {key_id}", file=sys.stderr)
+    return 0

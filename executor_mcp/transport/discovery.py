@@ -1,0 +1,38 @@
+"""OAuth protected-resource metadata (RFC 9728), and the public URL it is built from. No I/O.
+
+The public URL is `--public-url`, or `http://HOST:PORT` of the actual bind (known only once listening,
+so `--port 0` shows the real port). `offline_access` stays in `scopes_supported`: clients request
+exactly the advertised scopes, and without it they get no refresh token.
+"""
+
+import attrs
+
+from executor_mcp.codec import JsonObject
+
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+MCP_PATH = "/mcp"
+SCOPES = ["openid", "profile", "email", "offline_access"]
+
+
+@attrs.define
+class PublicUrl:
+    """Where clients reach this server; set once the listener is bound."""
+
+    value: str = attrs.field(default="", converter=lambda url: url.rstrip("/"))
+
+    @property
+    def resource(self) -> str:
+        return self.value + MCP_PATH
+
+    @property
+    def metadata_url(self) -> str:
+        return self.value + METADATA_PATH + MCP_PATH
+
+
+def protected_resource_metadata(public: PublicUrl, authorization_servers: tuple[str, ...]) -> JsonObject:
+    return {
+        "resource": public.resource,
+        "authorization_servers": list(authorization_servers),
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": SCOPES,
+    }
