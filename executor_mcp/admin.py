@@ -6,6 +6,8 @@ Each opens the control plane, does one thing, closes it; the server sees the cha
 
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,39 +16,39 @@ from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import ApiKeyRecord
 
 
+@asynccontextmanager
+async def _control_plane(data_dir: Path) -> AsyncIterator[ControlPlane]:
+    control = await ControlPlane.open(data_dir)
+    try:
+        yield control
+    finally:
+        await control.close()
+
+
 def _when(at: float | None) -> str:
     return "-" if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
 async def orgs_list(data_dir: Path) -> int:
-    control = await ControlPlane.open(data_dir)
-    try:
+    async with _control_plane(data_dir) as control:
         for org in sorted(await control.orgs(), key=lambda record: record.org_id):
             state = "revoked" if org.revoked else "live"
             print(f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}")
-    finally:
-        await control.close()
     return 0
 
 
 async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
-    control = await ControlPlane.open(data_dir)
-    try:
+    async with _control_plane(data_dir) as control:
         await control.set_org_revoked(org_id, revoked, time.time())
-    finally:
-        await control.close()
     print(f"{'revoked' if revoked else 'restored'} organization {org_id}", file=sys.stderr)
     return 0
 
 
 async def keys_create(data_dir: Path, account_id: str, org_id: str) -> int:
     key_id, key = new_api_key()
-    control = await ControlPlane.open(data_dir)
-    try:
+    async with _control_plane(data_dir) as control:
         record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time())
         await control.put_api_key(digest(key), record)
-    finally:
-        await control.close()
     print(
         f"created API key {key_id} for account {account_id} in organization {org_id}; it is shown only once:",
         file=sys.stderr,
@@ -56,22 +58,16 @@ async def keys_create(data_dir: Path, account_id: str, org_id: str) -> int:
 
 
 async def keys_list(data_dir: Path) -> int:
-    control = await ControlPlane.open(data_dir)
-    try:
+    async with _control_plane(data_dir) as control:
         for key in sorted(await control.api_keys(), key=lambda record: record.created_at):
             state = "revoked" if key.revoked else "active"
             print(f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}")
-    finally:
-        await control.close()
     return 0
 
 
 async def keys_revoke(data_dir: Path, key_id: str) -> int:
-    control = await ControlPlane.open(data_dir)
-    try:
+    async with _control_plane(data_dir) as control:
         record = await control.revoke_api_key(key_id)
-    finally:
-        await control.close()
     if record is None:
         print(f"executor-mcp: error: no API key with id {key_id}", file=sys.stderr)
         return 1
