@@ -24,6 +24,8 @@ from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
 from executor_mcp.config import ConfigError, Settings
 from executor_mcp.execution.engine import Engine, Limits
+from executor_mcp.execution.runs import Book
+from executor_mcp.policies.service import Policies
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage.control import ControlPlane
@@ -143,7 +145,10 @@ async def _serve(
         cpu=settings.execution_cpu_limit,
         memory=settings.execution_memory_limit * 1024 * 1024,
     )
-    manager = SessionManager(control, settings.data_dir, tools or executor_tools(Engine(pool, limits), build_catalog()))
+    catalog_tools = executor_tools(
+        Engine(pool, limits), build_catalog(), Policies(control), Book(approval_window=settings.approval_window)
+    )
+    manager = SessionManager(control, settings.data_dir, tools or catalog_tools)
     public = PublicUrl(settings.public_url or "")
     authenticator = await build_authenticator(settings, control, http_client, public)
     app = create_app(manager, authenticator, public, settings.authorization_server)

@@ -41,6 +41,7 @@ class Settings:
     execution_cpu_limit: float = 60.0
     execution_memory_limit: int = 64
     sandbox_workers: int = 64
+    approval_window: float = 240.0
     auth: str = "none"
     public_url: str | None = None
     jwt_secret_file: Path | None = None
@@ -153,6 +154,7 @@ OPTIONS = (
     Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
     Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
+    Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval (default 240)"),
     Option("auth", _auth, "none (loopback only, one implicit local principal) or jwt (default none)"),
     Option("public_url", _url, "the URL clients reach this server at (default http://HOST:PORT of the bind)"),
     Option("jwt_secret_file", Path, "file holding the HS256 key (surrounding whitespace trimmed)"),

@@ -12,7 +12,11 @@ import trio
 from mcp import Client
 
 from executor_mcp.app import Running, serve
+from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
+from executor_mcp.policies.service import Policies
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.tools.context import CallContext, Interaction
 from executor_mcp.toolserver.registry import ToolFactory
 from tests.sdk import connect
 
@@ -71,3 +75,21 @@ async def client(executor: ServerUnderTest) -> AsyncIterator[Client]:
     """An SDK client session on the module's `executor` server."""
     async with connect(executor.url, mode="legacy") as (connected, _):
         yield connected
+
+
+@pytest.fixture
+async def control(tmp_path: Path) -> AsyncIterator[ControlPlane]:
+    """A real control plane in a temp dir."""
+    plane = await ControlPlane.open(tmp_path / "control")
+    yield plane
+    await plane.close()
+
+
+@pytest.fixture
+def context(control: ControlPlane) -> CallContext:
+    """A tool-call context for the local principal, with real (empty) policies and a gate that approves."""
+
+    async def approve(_: Interaction) -> None:
+        return None
+
+    return CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control), gate=approve)

@@ -8,7 +8,7 @@ from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 # What `tools/list` shows on a server with the product's catalog, in registration order.
-PRODUCT_TOOLS = ["execute", "skills"]
+PRODUCT_TOOLS = ["execute", "skills", "resume"]
 
 
 class SessionIdRecorder:

@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -125,3 +126,116 @@ def _is_content_block(item: JsonObject) -> bool:
             return isinstance(resource, dict) and isinstance(resource.get("uri"), str)
         case _:
             return strings("uri", "name")
+
+
+# -- pauses and resumes (upstream §3.5 "Paused", §3.6) ---------------------------------------------
+
+RECOVERY = (
+    "To recover, run the execute tool again with the original code; if it pauses, a fresh executionId will be issued."
+)
+
+
+def iso(epoch: float) -> str:
+    """JavaScript's `toISOString`: UTC, milliseconds, `Z`."""
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def ttl_words(seconds: float) -> str:
+    whole = max(1, round(seconds))
+    if whole % 60 == 0:
+        minutes = whole // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{whole} second{'s' if whole != 1 else ''}"
+
+
+def render_paused(
+    execution_id: str, message: str, address: str, args: Any, schema: JsonObject, expires_at: float, ttl: float
+) -> JsonObject:
+    deadline, window = iso(expires_at), ttl_words(ttl)
+    instructions = (
+        "Ask the user for values matching requestedSchema. Then call the resume tool with executionId "
+        f'"{execution_id}", action "accept", and content matching requestedSchema. If the user declines, call '
+        f'resume with action "decline" or "cancel". Resume before {deadline}; this approval window lasts {window}.'
+    )
+    text = "\n".join(
+        [
+            f"Execution paused: {message}",
+            "\nAsk the user for a response matching the requested schema, then call the resume tool.",
+            f"\nRequested schema:\n{json.dumps(schema, indent=2)}",
+            f"\nexecutionId: {execution_id}",
+            f"\nresumeDeadline: {deadline} ({window} approval window)",
+            f"\ninstructions: {instructions}",
+        ]
+    )
+    structured = {
+        "status": "waiting_for_interaction",
+        "executionId": execution_id,
+        "expiresAt": deadline,
+        "ttlMs": int(ttl * 1000),
+        "interaction": {
+            "kind": "form",
+            "message": message,
+            "instructions": instructions,
+            "address": address,
+            "args": args,
+            "requestedSchema": schema,
+        },
+    }
+    return {"content": [_text(text)], "structuredContent": structured}
+
+
+def _unavailable(status: str, execution_id: str, sentences: list[str], **extra: Any) -> JsonObject:
+    return _error_result([_text(" ".join(sentences))], {"status": status, "executionId": execution_id, **extra})
+
+
+def not_found_result(execution_id: str) -> JsonObject:
+    return _unavailable(
+        "execution_not_found",
+        execution_id,
+        [
+            f"Paused execution is unknown: {execution_id}.",
+            "Paused executions are only resumable for a limited window; this id may have expired or never existed.",
+            RECOVERY,
+        ],
+        recovery="re_execute",
+    )
+
+
+def expired_result(execution_id: str, ttl: float) -> JsonObject:
+    return _unavailable(
+        "execution_expired",
+        execution_id,
+        [
+            f"Paused execution expired: {execution_id}.",
+            f"Approval windows last {ttl_words(ttl)}; the owning session no longer has a live pause for this "
+            "executionId.",
+            RECOVERY,
+        ],
+        ttlMs=int(ttl * 1000),
+        recovery="re_execute",
+    )
+
+
+def forbidden_result(execution_id: str) -> JsonObject:
+    return _unavailable(
+        "execution_forbidden",
+        execution_id,
+        [
+            f"Paused execution cannot be resumed by this authenticated identity: {execution_id}.",
+            "Resume must be called by the same account and organization that owns the paused session.",
+        ],
+    )
+
+
+def settled_result(execution_id: str) -> JsonObject:
+    return _unavailable(
+        "execution_already_settled",
+        execution_id,
+        [
+            f"Paused execution has already settled: {execution_id}.",
+            "The resume result is no longer available for replay.",
+            "Run execute again only if the result is still needed.",
+        ],
+        recovery="re_execute",
+    )

@@ -22,6 +22,11 @@ SKILLS_DESCRIPTION = "\n".join(
     ]
 )
 
+RESUME_DESCRIPTION = (
+    "Resume a paused execution using the executionId returned by execute.\n"
+    "This connection explicitly allows model-side resume via elicitation_mode=model."
+)
+
 EXECUTE_SKILL = """# execute
 
 Run JavaScript or TypeScript in a sandbox. Your code is the body of an async function: use top-level

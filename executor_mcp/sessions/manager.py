@@ -84,7 +84,13 @@ class SessionManager:
     # -- entry points -------------------------------------------------------------------------------
 
     async def create(
-        self, owner: Owner, resource: str, params: InitializeParams, version: str, initialize_request: bytes
+        self,
+        owner: Owner,
+        resource: str,
+        params: InitializeParams,
+        version: str,
+        initialize_request: bytes,
+        elicitation_mode: str = "model",
     ) -> Session:
         self._refuse_if_draining()
         session_id = new_session_id()
@@ -97,6 +103,7 @@ class SessionManager:
             client_info={"name": params.client_info.name, "version": params.client_info.version},
             client_capabilities=params.capabilities,
             created_at=now,
+            elicitation_mode=elicitation_mode,
         )
         # Shielded: a client that hangs up mid-initialize must not leave an environment open. The file
         # comes first, so a directory entry never points at a session with no file.
@@ -208,7 +215,7 @@ class SessionManager:
                     session.record = opened.record
                     session.persisted_activity = opened.record.last_activity_at
                     async with trio.open_nursery() as nursery:
-                        server = ToolServer(opened.meta, self._tools(opened.meta))
+                        server = ToolServer(opened.meta, self._tools(opened.meta), nursery)
                         session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
                         session.lifecycle.fire(Event.RESTORED)
                         session.settled.set()

@@ -6,12 +6,16 @@ admin command (`executor-mcp orgs revoke`, `keys create`) changes it while a ser
 data dir, and the server sees the change on its next read.
 """
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
 from executor_mcp.storage.environment import Environment
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, SessionRecord, decode, encode
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, PolicyRecord, SessionRecord, decode, encode
+
+T = TypeVar("T")
 
 CONTROL_FILE = "control.mdb"
 _MAX_DBS = 8
@@ -23,6 +27,7 @@ class ControlPlane:
         self._sessions = env.database(b"sessions")
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
+        self._policies = env.database(b"policies")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -117,3 +122,29 @@ class ControlPlane:
 
     async def api_keys(self) -> list[ApiKeyRecord]:
         return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])
+
+    # -- policies -----------------------------------------------------------------------------------
+
+    async def policies(self, org_id: str) -> list[PolicyRecord]:
+        return await self._env.read(lambda txn: self._org_policies(txn, org_id))
+
+    async def edit_policies(
+        self, org_id: str, edit: Callable[[list[PolicyRecord]], tuple[list[PolicyRecord], list[str], T]]
+    ) -> T:
+        """Read an org's policies and write `edit`'s changes in one transaction, so concurrent edits
+        (a server and an admin command) cannot interleave. `edit` returns (records to put, ids to
+        delete, result)."""
+
+        def _edit(txn) -> T:
+            puts, deletes, result = edit(self._org_policies(txn, org_id))
+            for record in puts:
+                txn.put(record.id.encode(), encode(record), db=self._policies)
+            for policy_id in deletes:
+                txn.delete(policy_id.encode(), db=self._policies)
+            return result
+
+        return await self._env.write(_edit)
+
+    def _org_policies(self, txn, org_id: str) -> list[PolicyRecord]:
+        records = (decode(raw, PolicyRecord) for _, raw in txn.cursor(db=self._policies))
+        return [record for record in records if record.org_id == org_id]

@@ -40,6 +40,7 @@ class SessionMeta:
     client_info: JsonObject
     client_capabilities: JsonObject
     created_at: float
+    elicitation_mode: str = "model"  # how approvals are asked: "model" (pause and resume) or "native"
 
 
 def encode(record: Any) -> bytes:
@@ -69,3 +70,18 @@ class ApiKeyRecord:
     org_id: str
     created_at: float
     revoked: bool = False
+
+
+@attrs.frozen
+class PolicyRecord:
+    """A tool policy of an organization (`owner` "org") or of one account in it (`owner` "user")."""
+
+    id: str
+    org_id: str
+    owner: str
+    account_id: str | None
+    pattern: str
+    action: str
+    position: str
+    created_at: float
+    updated_at: float

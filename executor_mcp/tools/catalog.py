@@ -14,8 +14,10 @@ from typing import Any
 import attrs
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.policies.model import Action
 from executor_mcp.tools import search as ranking
-from executor_mcp.tools.errors import ToolThrow
+from executor_mcp.tools.context import CallContext, Interaction, approval_message
+from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
 from executor_mcp.tools.typescript import describe_output, schema_to_typescript
 
 DEFAULT_LIMIT = 12
@@ -28,7 +30,8 @@ TOOL_DEFINITIONS = "\n".join(
     ]
 )
 
-Handler = Callable[[Any], Awaitable[Any]]
+Handler = Callable[[Any, CallContext], Awaitable[Any]]
+Validator = Callable[[Any], None]
 
 
 @attrs.frozen
@@ -43,6 +46,7 @@ class StaticTool:
     output_schema: JsonObject
     handler: Handler
     requires_approval: bool = False
+    validate: Validator | None = None  # checked before any approval is asked, so a doomed call costs no human
 
 
 @attrs.frozen
@@ -97,8 +101,13 @@ class Catalog:
     def tool(self, path: str) -> StaticTool | None:
         return self._tools.get(path.removeprefix("tools."))
 
-    async def invoke(self, path: str, args: Any) -> Any:
-        """Run `tools.<path>(args)`: a built-in's raw value, or a tool's `{ok, ...}` result."""
+    async def invoke(self, path: str, args: Any, context: CallContext) -> Any:
+        """Run `tools.<path>(args)`: a built-in's raw value, or a tool's `{ok, ...}` result.
+
+        A tool call passes its policy first: `block` is a `tool_blocked` value, `require_approval` (or the
+        tool's own annotation, unless a rule approves) waits at the approval gate after the arguments
+        were validated.
+        """
         match path:
             case "search":
                 return self._search(args)
@@ -109,7 +118,21 @@ class Catalog:
         tool = self.tool(path)
         if tool is None:
             return _failure("tool_not_found", f"Tool not found: {path}", {"path": path, **self._suggest(path)})
-        return {"ok": True, "data": await tool.handler(args)}
+        if tool.validate is not None:
+            try:
+                tool.validate(args)
+            except ToolArgumentsError as exc:
+                return _failure("invalid_tool_arguments", str(exc), {"issues": exc.issues} if exc.issues else None)
+        decision = await context.policies.decide(context.principal, tool.id, tool.requires_approval)
+        if decision.action is Action.BLOCK:
+            return _failure("tool_blocked", f"Tool blocked by policy: {tool.id}")
+        if decision.action is Action.REQUIRE_APPROVAL:
+            pattern = decision.rule.pattern if decision.rule is not None else None
+            await context.gate(Interaction(tool.id, approval_message(tool.id, args, pattern), args))
+        try:
+            return {"ok": True, "data": await tool.handler(args, context)}
+        except ToolFailure as failure:
+            return _failure(failure.code, failure.message)
 
     # -- built-ins ----------------------------------------------------------------------------------
 

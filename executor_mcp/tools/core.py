@@ -1,13 +1,27 @@
 """The static integration `executor`, whose `coreTools` govern the executor itself.
 
-Paths are `tools.executor.coreTools.<name>`. This capability provides `integrations.list`; the policy
-tools (`policies.list|create|update|remove`, gated by approval) arrive with the policies capability.
+Paths are `tools.executor.coreTools.<name>`: `integrations.list`, and `policies.list|create|update|
+remove`. The mutating policy tools carry `requiresApproval`: they pause for a human even when no
+policy asks for it, so code injected into an agent cannot quietly write `approve *`.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.policies.service import (
+    PolicyError,
+    PolicyNotFound,
+    describe,
+    parse_action,
+    parse_owner,
+    parse_pattern,
+    parse_position,
+)
 from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
+from executor_mcp.tools.context import CallContext
+from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure
 
 INTEGRATION_LIST_SCHEMA: JsonObject = {
     "type": "object",
@@ -31,11 +45,185 @@ INTEGRATION_LIST_SCHEMA: JsonObject = {
 }
 
 
+_POLICY = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "owner": {"type": "string", "enum": ["org", "user"]},
+        "pattern": {"type": "string"},
+        "action": {"type": "string", "enum": ["approve", "require_approval", "block"]},
+        "position": {"type": "string"},
+    },
+    "required": ["id", "owner", "pattern", "action", "position"],
+}
+_OWNER = {"type": "string", "enum": ["org", "user"]}
+_ACTION = {"type": "string", "enum": ["approve", "require_approval", "block"]}
+
+
+def _arguments(args: Any) -> JsonObject:
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise ToolArgumentsError("Tool arguments did not match the input schema.", ["expected an object"])
+    return args
+
+
+def _checked(check) -> Any:
+    try:
+        return check()
+    except PolicyError as exc:
+        raise ToolArgumentsError(str(exc)) from None
+
+
+def _validate_create(args: Any) -> None:
+    values = _arguments(args)
+    _checked(lambda: (parse_owner(values.get("owner")), parse_pattern(values.get("pattern"))))
+    _checked(lambda: (parse_action(values.get("action")), parse_position(values.get("position"))))
+
+
+def _validate_update(args: Any) -> None:
+    values = _arguments(args)
+    if not isinstance(values.get("id"), str):
+        raise ToolArgumentsError("Tool arguments did not match the input schema.", ["id: expected a string"])
+    _checked(lambda: parse_owner(values.get("owner")))
+    if values.get("pattern") is not None:
+        _checked(lambda: parse_pattern(values["pattern"]))
+    if values.get("action") is not None:
+        _checked(lambda: parse_action(values["action"]))
+    _checked(lambda: parse_position(values.get("position")))
+
+
+def _validate_remove(args: Any) -> None:
+    values = _arguments(args)
+    if not isinstance(values.get("id"), str):
+        raise ToolArgumentsError("Tool arguments did not match the input schema.", ["id: expected a string"])
+    _checked(lambda: parse_owner(values.get("owner")))
+
+
+def _public(policy: JsonObject) -> JsonObject:
+    return {key: policy[key] for key in ("id", "owner", "pattern", "action", "position")}
+
+
+async def _list_policies(_: Any, context: CallContext) -> JsonObject:
+    records = await context.policies.list(context.principal)
+    return {"policies": [_public(describe(record)) for record in records]}
+
+
+async def _create_policy(args: Any, context: CallContext) -> JsonObject:
+    values = _arguments(args)
+    record = await context.policies.create(
+        context.principal,
+        parse_owner(values.get("owner")),
+        parse_pattern(values.get("pattern")),
+        parse_action(values.get("action")),
+        parse_position(values.get("position")),
+    )
+    return _public(describe(record))
+
+
+async def _update_policy(args: Any, context: CallContext) -> JsonObject:
+    values = _arguments(args)
+    with _policy_failures():
+        record = await context.policies.update(
+            context.principal,
+            values["id"],
+            parse_owner(values.get("owner")),
+            pattern=parse_pattern(values["pattern"]) if values.get("pattern") is not None else None,
+            action=parse_action(values["action"]) if values.get("action") is not None else None,
+            position=parse_position(values.get("position")),
+        )
+    return _public(describe(record))
+
+
+async def _remove_policy(args: Any, context: CallContext) -> JsonObject:
+    values = _arguments(args)
+    with _policy_failures():
+        await context.policies.remove(context.principal, values["id"], parse_owner(values.get("owner")))
+    return {"removed": True}
+
+
+@contextmanager
+def _policy_failures() -> Iterator[None]:
+    try:
+        yield
+    except PolicyNotFound as exc:
+        raise ToolFailure("policy_not_found", str(exc)) from None
+
+
+def _policy_tool(
+    name: str,
+    description: str,
+    properties: JsonObject,
+    required: list[str],
+    output: JsonObject,
+    handler,
+    validate=None,
+    gated: bool = True,
+) -> StaticTool:
+    return StaticTool(
+        id=f"executor.coreTools.policies.{name}",
+        integration="executor",
+        name=f"policies.{name}",
+        description=description,
+        input_schema={"type": "object", "properties": properties, "required": required},
+        output_schema=output,
+        handler=handler,
+        requires_approval=gated,
+        validate=validate,
+    )
+
+
+POLICY_TOOLS = (
+    _policy_tool(
+        "list",
+        "List the tool policies that apply to you, in evaluation order.",
+        {},
+        [],
+        {"type": "object", "properties": {"policies": {"type": "array", "items": _POLICY}}, "required": ["policies"]},
+        _list_policies,
+        gated=False,
+    ),
+    _policy_tool(
+        "create",
+        "Create a tool policy. Patterns match tool ids such as `integration.owner.connection.tool`.",
+        {"owner": _OWNER, "pattern": {"type": "string"}, "action": _ACTION, "position": {"type": "string"}},
+        ["owner", "pattern", "action"],
+        _POLICY,
+        _create_policy,
+        _validate_create,
+    ),
+    _policy_tool(
+        "update",
+        "Change a tool policy's pattern, action or position.",
+        {
+            "id": {"type": "string"},
+            "owner": _OWNER,
+            "pattern": {"type": "string"},
+            "action": _ACTION,
+            "position": {"type": "string"},
+        },
+        ["id", "owner"],
+        _POLICY,
+        _update_policy,
+        _validate_update,
+    ),
+    _policy_tool(
+        "remove",
+        "Remove a tool policy.",
+        {"id": {"type": "string"}, "owner": _OWNER},
+        ["id", "owner"],
+        {"type": "object", "properties": {"removed": {"type": "boolean"}}, "required": ["removed"]},
+        _remove_policy,
+        _validate_remove,
+    ),
+)
+
+
 def build_catalog() -> Catalog:
     """The catalog every session's code sees: today, the executor's own core tools."""
     integrations: list[Integration] = []
 
-    async def list_integrations(_: Any) -> JsonObject:
+    async def list_integrations(_: Any, context: CallContext) -> JsonObject:
         return {
             "integrations": [
                 {
@@ -65,6 +253,7 @@ def build_catalog() -> Catalog:
                     output_schema=INTEGRATION_LIST_SCHEMA,
                     handler=list_integrations,
                 ),
+                *POLICY_TOOLS,
             ),
         )
     )

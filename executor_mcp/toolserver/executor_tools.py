@@ -1,4 +1,8 @@
-"""The product's MCP tools: `execute` (run code against the catalog) and `skills` (the how-to).
+"""The product's MCP tools: `execute`, `skills` and (in model mode) `resume`.
+
+An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
+later request, from this session or another of the same account and org. In `native` elicitation mode
+there is no `resume`: a gated call asks the client inline with `elicitation/create`.
 
 Argument problems are tool results with `isError`, in the MCP SDK's wording, not JSON-RPC errors: a
 model reads them and corrects its call.
@@ -8,12 +12,22 @@ import json
 from typing import Any
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.execution.engine import Engine
+from executor_mcp.execution.engine import Engine, Outcome, internal_error
 from executor_mcp.execution.results import render
-from executor_mcp.execution.texts import EXECUTE_DESCRIPTION, SKILLS, SKILLS_DESCRIPTION, SKILLS_INDEX
+from executor_mcp.execution.runs import Answer, Book, Run
+from executor_mcp.execution.texts import (
+    EXECUTE_DESCRIPTION,
+    RESUME_DESCRIPTION,
+    SKILLS,
+    SKILLS_DESCRIPTION,
+    SKILLS_INDEX,
+)
+from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.tools.catalog import Catalog
+from executor_mcp.tools.context import CallContext, Gate, Interaction
+from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
@@ -44,14 +58,77 @@ SKILLS_TOOL = Tool(
 )
 
 
-def executor_tools(engine: Engine, catalog: Catalog) -> ToolFactory:
+RESUME = Tool(
+    name="resume",
+    description=RESUME_DESCRIPTION,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "executionId": {"type": "string", "description": "The execution ID from the paused result"},
+            "action": {
+                "type": "string",
+                "enum": ["accept", "decline", "cancel"],
+                "description": "How to respond to the interaction",
+            },
+            "content": {
+                "default": "{}",
+                "type": "string",
+                "description": "Optional JSON-encoded response content for form elicitations",
+            },
+        },
+        "required": ["executionId", "action"],
+        "$schema": SCHEMA_DIALECT,
+    },
+)
+ACTIONS = ("accept", "decline", "cancel")
+
+
+def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: Book) -> ToolFactory:
     async def execute(arguments: JsonObject, context: ToolContext) -> JsonObject:
         code = arguments.get("code")
         issues = _code_issues(code)
         if issues:
             return _invalid("execute", issues)
         assert isinstance(code, str)
-        return render(await engine.run(code.strip(), catalog.invoke))
+        owner = context.session.owner
+        run = Run(book, owner)
+        gate = run.gate if context.session.elicitation_mode != "native" else _native_gate(context)
+        call_context = CallContext(principal=owner, policies=policies, gate=gate)
+
+        async def body() -> JsonObject:
+            return render(await engine.run(code.strip(), lambda path, args: catalog.invoke(path, args, call_context)))
+
+        def defect() -> JsonObject:
+            return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
+
+        context.nursery.start_soon(run.drive, body, defect)
+        try:
+            return await run.next.wait()
+        finally:
+            if not run.next.done:
+                run.scope.cancel()  # the caller left before any result: nobody could ever resume it
+
+    async def resume(arguments: JsonObject, context: ToolContext) -> JsonObject:
+        execution_id, action = arguments.get("executionId"), arguments.get("action")
+        issues = []
+        if not isinstance(execution_id, str):
+            issues.append(_type_issue("executionId", execution_id))
+        if action not in ACTIONS:
+            issues.append(
+                {
+                    "received": action,
+                    "code": "invalid_enum_value",
+                    "options": list(ACTIONS),
+                    "path": ["action"],
+                    "message": "Invalid enum value. Expected 'accept' | 'decline' | 'cancel'",
+                }
+            )
+        if issues:
+            return _invalid("resume", issues)
+        assert isinstance(execution_id, str)
+        assert isinstance(action, str)
+        answer = Answer(action=action, content=_content(arguments.get("content")))
+        return await book.resume(execution_id, context.session.owner, answer)
 
     async def skills(arguments: JsonObject, context: ToolContext) -> JsonObject:
         name = arguments.get("name")
@@ -68,21 +145,55 @@ def executor_tools(engine: Engine, catalog: Catalog) -> ToolFactory:
             }
         return {"content": [{"type": "text", "text": skill[1]}]}
 
-    registry = ToolRegistry([RegisteredTool(EXECUTE, execute), RegisteredTool(SKILLS_TOOL, skills)])
+    native = ToolRegistry([RegisteredTool(EXECUTE, execute), RegisteredTool(SKILLS_TOOL, skills)])
+    model = ToolRegistry([*native, RegisteredTool(RESUME, resume)])
 
-    def factory(_: SessionMeta) -> ToolRegistry:
-        return registry
+    def factory(meta: SessionMeta) -> ToolRegistry:
+        return native if meta.elicitation_mode == "native" else model
 
     return factory
 
 
+def _native_gate(context: ToolContext) -> Gate:
+    """Ask the client inline (`elicitation/create`); any failure, or no such capability, is a cancel."""
+
+    async def gate(interaction: Interaction) -> None:
+        action = "cancel"
+        if "elicitation" in context.session.client_capabilities:
+            params = {"message": interaction.message, "requestedSchema": interaction.requested_schema}
+            try:
+                answer = await context.ask("elicitation/create", params)
+            except Exception:
+                answer = {}
+            if answer.get("action") in ACTIONS:
+                action = answer["action"]
+        if action != "accept":
+            verb = "cancelled" if action == "cancel" else "declined"
+            raise ToolThrow(f'Tool "{interaction.address}" requires approval but the request was {verb} by the user.')
+
+    return gate
+
+
+def _content(raw: Any) -> JsonObject | None:
+    """`content` is a JSON object in a string; anything else means no content, never an error."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and value else None
+
+
+def _type_issue(field: str, value: Any) -> JsonObject:
+    received = _zod_type(value)
+    message = "Required" if value is None else f"Expected string, received {received}"
+    return {"code": "invalid_type", "expected": "string", "received": received, "path": [field], "message": message}
+
+
 def _code_issues(code: Any) -> list[JsonObject]:
     if not isinstance(code, str):
-        received = _zod_type(code)
-        message = "Required" if code is None else f"Expected string, received {received}"
-        return [
-            {"code": "invalid_type", "expected": "string", "received": received, "path": ["code"], "message": message}
-        ]
+        return [_type_issue("code", code)]
     if not code.strip():
         return [
             {

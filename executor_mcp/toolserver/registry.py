@@ -8,19 +8,23 @@ registered here by the capabilities that provide them.
 from collections.abc import Awaitable, Callable, Iterator
 
 import attrs
+import trio
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.protocol.jsonrpc import Notification
+from executor_mcp.protocol.jsonrpc import Message
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
 
 
 @attrs.frozen
 class ToolContext:
-    """What a running tool may know and do: its session, and sending notifications on its stream."""
+    """What a running tool may know and do: its session, its request's stream (to notify the client or
+    ask it something), and the session's nursery for work that must outlive the request."""
 
     session: SessionMeta
-    notify: Callable[[Notification], None]
+    notify: Callable[[Message], None]
+    nursery: trio.Nursery
+    ask: Callable[[str, JsonObject], Awaitable[JsonObject]]
 
 
 ToolHandler = Callable[[JsonObject, ToolContext], Awaitable[JsonObject]]

@@ -6,28 +6,39 @@ a tool becomes a -32603 answer with a correlation id in the log, never an except
 the session's nursery down.
 """
 
+import functools
+import itertools
 import logging
 import secrets
 from collections.abc import Callable
 
+import trio
+
 from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.errors import Code, RpcError
-from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Notification, Request, Response, error_response
+from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
 from executor_mcp.protocol.mcp import CallToolParams, structure_params, tools_list_result
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.toolserver.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[[Notification], None]
+Send = Callable[[Message], None]
+
+
+class ClientError(Exception):
+    """The client answered a server-initiated request with a JSON-RPC error."""
 
 
 class ToolServer:
-    def __init__(self, meta: SessionMeta, tools: ToolRegistry) -> None:
+    def __init__(self, meta: SessionMeta, tools: ToolRegistry, nursery: trio.Nursery) -> None:
         self.meta = meta
         self._tools = tools
+        self._nursery = nursery
+        self._ids = itertools.count(1)
+        self._asked: dict[RequestId, tuple[trio.Event, list[Message]]] = {}
 
-    async def handle(self, request: Request, notify: Notify) -> Response | ErrorResponse:
+    async def handle(self, request: Request, notify: Send) -> Response | ErrorResponse:
         try:
             return Response(id=request.id, result=await self._dispatch(request, notify))
         except RpcError as exc:
@@ -38,10 +49,30 @@ class ToolServer:
             return error_response(request.id, Code.INTERNAL_ERROR, f"Internal error [{correlation}]")
 
     def receive(self, message: Message) -> None:
-        """Client notifications and responses: nothing in the catalog waits on them yet."""
-        log.debug("session %s: %s", self.meta.session_id, getattr(message, "method", "response"))
+        """Client messages that are not requests: answers to our own requests are routed to their askers."""
+        if isinstance(message, Response | ErrorResponse) and message.id in self._asked:
+            arrived, slot = self._asked[message.id]
+            slot.append(message)
+            arrived.set()
+        else:
+            log.debug("session %s: %s", self.meta.session_id, getattr(message, "method", "response"))
 
-    async def _dispatch(self, request: Request, notify: Notify) -> JsonObject:
+    async def ask(self, send: Send, method: str, params: JsonObject) -> JsonObject:
+        """Send a request to the client on `send`'s stream and wait for its answer."""
+        request_id = f"executor-{next(self._ids)}"
+        arrived, slot = self._asked[request_id] = (trio.Event(), [])
+        try:
+            send(Request(id=request_id, method=method, params=params))
+            await arrived.wait()
+        finally:
+            self._asked.pop(request_id, None)
+        answer = slot[0]
+        if isinstance(answer, ErrorResponse):
+            raise ClientError(answer.error.message)
+        assert isinstance(answer, Response)
+        return answer.result
+
+    async def _dispatch(self, request: Request, notify: Send) -> JsonObject:
         match request.method:
             case "ping":
                 return {}
@@ -52,6 +83,12 @@ class ToolServer:
                 entry = self._tools.get(params.name)
                 if entry is None:
                     raise RpcError(Code.INVALID_PARAMS, f"Tool {params.name} not found")
-                return await entry.handler(params.arguments, ToolContext(session=self.meta, notify=notify))
+                context = ToolContext(
+                    session=self.meta,
+                    notify=notify,
+                    nursery=self._nursery,
+                    ask=functools.partial(self.ask, notify),
+                )
+                return await entry.handler(params.arguments, context)
             case _:
                 raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")

@@ -134,7 +134,9 @@ class McpEndpoint:
         except RpcError as exc:
             return _json(encode(error_response(message.id, exc.code, exc.message, exc.data)))
         version = negotiate_version(params.protocol_version)
-        session = await self._manager.create(principal, RESOURCE, params, version, raw)
+        # Chosen once, at creation, from the URL (upstream §3.1); never from the client's capabilities.
+        mode = "native" if request.args.get("elicitation_mode") == "native" else "model"
+        session = await self._manager.create(principal, RESOURCE, params, version, raw, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
         return _json(encode(answer), headers={rules.SESSION_HEADER: session.id})
 

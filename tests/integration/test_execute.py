@@ -185,7 +185,7 @@ async def test_skills(client: Client) -> None:
 
 async def test_tool_listing(client: Client) -> None:
     listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert list(listed) == ["execute", "skills"]
+    assert list(listed) == ["execute", "skills", "resume"]
     assert listed["execute"].input_schema["required"] == ["code"]
     assert listed["execute"].description.startswith("Execute TypeScript in a sandboxed runtime.")
 

@@ -62,7 +62,7 @@ async def test_ping_and_batches(server: ServerUnderTest, http: httpx.AsyncClient
     by_id = {message["id"]: message for message in answered.json()}
     assert set(by_id) == {"a", "b"}
     assert by_id["a"] == {"jsonrpc": "2.0", "id": "a", "result": {}}
-    assert [tool["name"] for tool in by_id["b"]["result"]["tools"]] == ["execute", "skills"]
+    assert [tool["name"] for tool in by_id["b"]["result"]["tools"]] == ["execute", "skills", "resume"]
 
 
 async def test_unknown_method_is_a_jsonrpc_error(server: ServerUnderTest, http: httpx.AsyncClient) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from executor_mcp.tools.catalog import TOOL_DEFINITIONS, Catalog, Integration, StaticTool
+from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.tools.errors import ToolThrow
 
@@ -13,7 +14,7 @@ CORE_TOOL = "executor.coreTools.integrations.list"
 SEARCH_SHAPE = "{ query?: string; namespace?: string; limit?: number; offset?: number }"
 
 
-async def echo(args: Any) -> Any:
+async def echo(args: Any, context: CallContext) -> Any:
     return {"received": args}
 
 
@@ -37,20 +38,20 @@ def demo_catalog() -> Catalog:
 # -- search --------------------------------------------------------------------------------------------
 
 
-async def test_search_finds_the_core_integrations_tool() -> None:
-    found = await build_catalog().invoke("search", {"query": "integrations"})
-    assert [item["path"] for item in found["items"]] == [CORE_TOOL]
-    [item] = found["items"]
+async def test_search_finds_the_core_integrations_tool(context: CallContext) -> None:
+    found = await build_catalog().invoke("search", {"query": "integrations"}, context)
+    item, *others = found["items"]
+    assert item["path"] == CORE_TOOL
     assert item["name"] == "integrations.list"
     assert item["integration"] == "executor"
     assert item["description"] == "List the integrations available to this executor."
-    assert item["score"] > 0
-    assert (found["total"], found["hasMore"], found["nextOffset"]) == (1, False, None)
+    assert all(other["score"] < item["score"] for other in others)
+    assert (found["total"], found["hasMore"], found["nextOffset"]) == (1 + len(others), False, None)
 
 
 @pytest.mark.parametrize("args", [None, {}, {"query": "   "}])
-async def test_search_without_a_query_or_namespace_is_empty(args: Any) -> None:
-    assert await build_catalog().invoke("search", args) == {
+async def test_search_without_a_query_or_namespace_is_empty(args: Any, context: CallContext) -> None:
+    assert await build_catalog().invoke("search", args, context) == {
         "items": [],
         "total": 0,
         "hasMore": False,
@@ -58,31 +59,31 @@ async def test_search_without_a_query_or_namespace_is_empty(args: Any) -> None:
     }
 
 
-async def test_search_enumeration_reconciles_with_the_integrations_tool_count() -> None:
+async def test_search_enumeration_reconciles_with_the_integrations_tool_count(context: CallContext) -> None:
     catalog = demo_catalog()
-    listed = await catalog.invoke("executor.integrations.list", {})
+    listed = await catalog.invoke("executor.integrations.list", {}, context)
     for integration in listed["items"]:
-        enumerated = await catalog.invoke("search", {"query": "", "namespace": integration["id"]})
+        enumerated = await catalog.invoke("search", {"query": "", "namespace": integration["id"]}, context)
         assert enumerated["total"] == integration["toolCount"]
         assert all(item["score"] == 0 for item in enumerated["items"])
 
 
-async def test_search_pages_with_floored_limit_and_offset() -> None:
+async def test_search_pages_with_floored_limit_and_offset(context: CallContext) -> None:
     catalog = demo_catalog()
-    first = await catalog.invoke("search", {"query": "", "namespace": "demo", "limit": 2.9})
+    first = await catalog.invoke("search", {"query": "", "namespace": "demo", "limit": 2.9}, context)
     assert [item["path"] for item in first["items"]] == ["demo.alpha", "demo.beta"]
     assert (first["total"], first["hasMore"], first["nextOffset"]) == (3, True, 2)
-    rest = await catalog.invoke("search", {"query": "", "namespace": "demo", "limit": 2, "offset": 2.5})
+    rest = await catalog.invoke("search", {"query": "", "namespace": "demo", "limit": 2, "offset": 2.5}, context)
     assert [item["path"] for item in rest["items"]] == ["demo.gamma"]
     assert (rest["hasMore"], rest["nextOffset"]) == (False, None)
 
 
-async def test_search_default_limit_is_twelve() -> None:
+async def test_search_default_limit_is_twelve(context: CallContext) -> None:
     def numbered(index: int) -> StaticTool:
         return StaticTool(f"many.t{index:02}", "many", f"t{index:02}", "Numbered", {}, {}, echo)
 
     many = Integration("many", "Many", "Many tools", "static", tuple(numbered(i) for i in range(15)))
-    page = await Catalog([many]).invoke("search", {"query": "", "namespace": "many"})
+    page = await Catalog([many]).invoke("search", {"query": "", "namespace": "many"}, context)
     assert len(page["items"]) == 12
     assert (page["total"], page["hasMore"], page["nextOffset"]) == (15, True, 12)
 
@@ -101,17 +102,19 @@ async def test_search_default_limit_is_twelve() -> None:
         ({"query": "x", "offset": "0"}, "tools.search offset must be a non-negative number when provided"),
     ],
 )
-async def test_search_rejects_bad_arguments_with_upstreams_messages(args: Any, message: str) -> None:
+async def test_search_rejects_bad_arguments_with_upstreams_messages(
+    args: Any, message: str, context: CallContext
+) -> None:
     with pytest.raises(ToolThrow) as raised:
-        await build_catalog().invoke("search", args)
+        await build_catalog().invoke("search", args, context)
     assert str(raised.value) == message
 
 
 # -- describe.tool -------------------------------------------------------------------------------------
 
 
-async def test_describe_the_core_tool() -> None:
-    described = await build_catalog().invoke("describe.tool", {"path": CORE_TOOL})
+async def test_describe_the_core_tool(context: CallContext) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": CORE_TOOL}, context)
     assert described["path"] == CORE_TOOL
     assert described["name"] == "integrations.list"
     assert described["description"] == "List the integrations available to this executor."
@@ -125,8 +128,8 @@ async def test_describe_the_core_tool() -> None:
         assert name in definitions
 
 
-async def test_describe_accepts_the_tools_prefix_and_shows_declared_input() -> None:
-    described = await demo_catalog().invoke("describe.tool", {"path": "tools.demo.alpha"})
+async def test_describe_accepts_the_tools_prefix_and_shows_declared_input(context: CallContext) -> None:
+    described = await demo_catalog().invoke("describe.tool", {"path": "tools.demo.alpha"}, context)
     assert described["path"] == "demo.alpha"
     assert described["inputTypeScript"] == "{ text: string }"
     assert described["outputTypeScript"] == (
@@ -135,8 +138,8 @@ async def test_describe_accepts_the_tools_prefix_and_shows_declared_input() -> N
 
 
 @pytest.mark.parametrize("path", ["search", "tools.search"])
-async def test_describe_a_builtin(path: str) -> None:
-    described = await build_catalog().invoke("describe.tool", {"path": path})
+async def test_describe_a_builtin(path: str, context: CallContext) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": path}, context)
     assert described["path"] == described["name"] == "search"
     assert described["description"]
     assert described["inputTypeScript"] == SEARCH_SHAPE
@@ -145,37 +148,36 @@ async def test_describe_a_builtin(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", ["describe.tool", "executor.integrations.list"])
-async def test_every_builtin_is_described(path: str) -> None:
-    described = await build_catalog().invoke("describe.tool", {"path": path})
+async def test_every_builtin_is_described(path: str, context: CallContext) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": path}, context)
     assert described["path"] == path
     assert "error" not in described
     assert described["outputTypeScript"]
 
 
-async def test_describe_an_unknown_path_suggests_near_paths() -> None:
-    described = await build_catalog().invoke("describe.tool", {"path": "executor.coreTools.integration.list"})
+async def test_describe_an_unknown_path_suggests_near_paths(context: CallContext) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": "executor.coreTools.integration.list"}, context)
+    suggestions = described["error"].pop("suggestions")
     assert described == {
         "path": "executor.coreTools.integration.list",
         "name": "executor.coreTools.integration.list",
-        "error": {
-            "code": "tool_not_found",
-            "message": "Tool not found: executor.coreTools.integration.list",
-            "suggestions": [CORE_TOOL],
-        },
+        "error": {"code": "tool_not_found", "message": "Tool not found: executor.coreTools.integration.list"},
     }
+    assert suggestions[0] == CORE_TOOL
+    assert len(suggestions) <= 5
 
 
-async def test_describe_an_unknown_path_without_anything_near() -> None:
-    described = await build_catalog().invoke("describe.tool", {"path": "nothing.here"})
+async def test_describe_an_unknown_path_without_anything_near(context: CallContext) -> None:
+    described = await build_catalog().invoke("describe.tool", {"path": "nothing.here"}, context)
     assert described["error"] == {"code": "tool_not_found", "message": "Tool not found: nothing.here"}
 
 
-async def test_suggestions_are_at_most_five() -> None:
+async def test_suggestions_are_at_most_five(context: CallContext) -> None:
     def listing(index: int) -> StaticTool:
         return StaticTool(f"wide.t{index}.list", "wide", f"t{index}.list", "List things", {}, {}, echo)
 
     wide = Integration("wide", "Wide", "Many listings", "static", tuple(listing(i) for i in range(8)))
-    described = await Catalog([wide]).invoke("describe.tool", {"path": "wide.missing.list"})
+    described = await Catalog([wide]).invoke("describe.tool", {"path": "wide.missing.list"}, context)
     assert len(described["error"]["suggestions"]) == 5
 
 
@@ -190,9 +192,11 @@ async def test_suggestions_are_at_most_five() -> None:
         ({"path": CORE_TOOL, "includeSchemas": True}, "tools.describe.tool no longer accepts includeSchemas"),
     ],
 )
-async def test_describe_rejects_bad_arguments_with_upstreams_messages(args: Any, message: str) -> None:
+async def test_describe_rejects_bad_arguments_with_upstreams_messages(
+    args: Any, message: str, context: CallContext
+) -> None:
     with pytest.raises(ToolThrow) as raised:
-        await build_catalog().invoke("describe.tool", args)
+        await build_catalog().invoke("describe.tool", args, context)
     assert str(raised.value) == message
 
 
@@ -200,8 +204,8 @@ async def test_describe_rejects_bad_arguments_with_upstreams_messages(args: Any,
 
 
 @pytest.mark.parametrize("args", [None, {}])
-async def test_integrations_list_describes_the_executor(args: Any) -> None:
-    listed = await build_catalog().invoke("executor.integrations.list", args)
+async def test_integrations_list_describes_the_executor(args: Any, context: CallContext) -> None:
+    listed = await build_catalog().invoke("executor.integrations.list", args, context)
     assert listed == {
         "items": [
             {
@@ -211,7 +215,7 @@ async def test_integrations_list_describes_the_executor(args: Any) -> None:
                 "kind": "static",
                 "canRemove": False,
                 "canRefresh": False,
-                "toolCount": 1,
+                "toolCount": 5,
             }
         ],
         "total": 1,
@@ -220,16 +224,16 @@ async def test_integrations_list_describes_the_executor(args: Any) -> None:
     }
 
 
-async def test_integrations_list_filters_by_query_and_pages() -> None:
+async def test_integrations_list_filters_by_query_and_pages(context: CallContext) -> None:
     catalog = demo_catalog()
-    assert [item["id"] for item in (await catalog.invoke("executor.integrations.list", {"query": "dem"}))["items"]] == [
-        "demo"
-    ]
-    assert (await catalog.invoke("executor.integrations.list", {"query": "zzz"}))["total"] == 0
-    first = await catalog.invoke("executor.integrations.list", {"limit": 1})
+    assert [
+        item["id"] for item in (await catalog.invoke("executor.integrations.list", {"query": "dem"}, context))["items"]
+    ] == ["demo"]
+    assert (await catalog.invoke("executor.integrations.list", {"query": "zzz"}, context))["total"] == 0
+    first = await catalog.invoke("executor.integrations.list", {"limit": 1}, context)
     assert [item["id"] for item in first["items"]] == ["executor"]
     assert (first["total"], first["hasMore"], first["nextOffset"]) == (2, True, 1)
-    second = await catalog.invoke("executor.integrations.list", {"limit": 1, "offset": 1})
+    second = await catalog.invoke("executor.integrations.list", {"limit": 1, "offset": 1}, context)
     assert [(item["id"], item["toolCount"]) for item in second["items"]] == [("demo", 3)]
     assert (second["hasMore"], second["nextOffset"]) == (False, None)
 
@@ -245,17 +249,19 @@ async def test_integrations_list_filters_by_query_and_pages() -> None:
         ({"offset": -1}, "tools.executor.integrations.list offset must be a non-negative number when provided"),
     ],
 )
-async def test_integrations_list_rejects_bad_arguments_with_upstreams_messages(args: Any, message: str) -> None:
+async def test_integrations_list_rejects_bad_arguments_with_upstreams_messages(
+    args: Any, message: str, context: CallContext
+) -> None:
     with pytest.raises(ToolThrow) as raised:
-        await build_catalog().invoke("executor.integrations.list", args)
+        await build_catalog().invoke("executor.integrations.list", args, context)
     assert str(raised.value) == message
 
 
 # -- static tools --------------------------------------------------------------------------------------
 
 
-async def test_core_integrations_list_answers_ok_data() -> None:
-    answer = await build_catalog().invoke(CORE_TOOL, {})
+async def test_core_integrations_list_answers_ok_data(context: CallContext) -> None:
+    answer = await build_catalog().invoke(CORE_TOOL, {}, context)
     assert answer == {
         "ok": True,
         "data": {
@@ -272,15 +278,15 @@ async def test_core_integrations_list_answers_ok_data() -> None:
     }
 
 
-async def test_a_static_tool_receives_its_arguments_and_is_wrapped() -> None:
-    assert await demo_catalog().invoke("demo.beta", {"text": "hi"}) == {
+async def test_a_static_tool_receives_its_arguments_and_is_wrapped(context: CallContext) -> None:
+    assert await demo_catalog().invoke("demo.beta", {"text": "hi"}, context) == {
         "ok": True,
         "data": {"received": {"text": "hi"}},
     }
 
 
-async def test_unknown_path_is_a_tool_not_found_value() -> None:
-    answer = await build_catalog().invoke("nothing.here", {})
+async def test_unknown_path_is_a_tool_not_found_value(context: CallContext) -> None:
+    answer = await build_catalog().invoke("nothing.here", {}, context)
     assert answer == {
         "ok": False,
         "error": {
@@ -291,13 +297,15 @@ async def test_unknown_path_is_a_tool_not_found_value() -> None:
     }
 
 
-async def test_unknown_path_near_a_tool_carries_suggestions() -> None:
-    answer = await build_catalog().invoke("executor.coreTools.integration.list", {})
+async def test_unknown_path_near_a_tool_carries_suggestions(context: CallContext) -> None:
+    answer = await build_catalog().invoke("executor.coreTools.integration.list", {}, context)
+    suggestions = answer["error"]["details"].pop("suggestions")
     assert answer == {
         "ok": False,
         "error": {
             "code": "tool_not_found",
             "message": "Tool not found: executor.coreTools.integration.list",
-            "details": {"path": "executor.coreTools.integration.list", "suggestions": [CORE_TOOL]},
+            "details": {"path": "executor.coreTools.integration.list"},
         },
     }
+    assert suggestions[0] == CORE_TOOL

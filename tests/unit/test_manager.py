@@ -1,6 +1,5 @@
 """The session manager driven directly, on real LMDB files, with a clock the test controls."""
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -36,13 +35,6 @@ class CountingTools:
     def __call__(self, meta: SessionMeta) -> ToolRegistry:
         self.builds.append(meta)
         return ToolRegistry()
-
-
-@pytest.fixture
-async def control(tmp_path: Path) -> AsyncIterator[ControlPlane]:
-    plane = await ControlPlane.open(tmp_path)
-    yield plane
-    await plane.close()
 
 
 async def _start(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path, **kwargs) -> SessionManager:

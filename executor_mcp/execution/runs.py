@@ -1,0 +1,192 @@
+"""Executions that outlive the request that started them: pause for approval, resume, settle once.
+
+A `Run` is one `execute`, from its code to its outcome. It lives as a task in its session's nursery
+(ending the session ends it), so a pause can wait for a human while the MCP request that reported it
+is long answered. Whoever waits for the run's next result holds `run.next`: first the `execute` call,
+then, after each pause, the `resume` that answered it. While paused, the sandbox is simply waiting on
+a tool call (its wall clock is stopped, no thread is held).
+
+The `Book` is process-wide: it finds a pause by id for any session of the same account and org, makes
+resumes exactly-once (a duplicate that arrives while the first runs joins it; one that arrives after
+replays the same result), and remembers ids that expired or settled so a late resume gets guidance
+instead of a shrug.
+"""
+
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import attrs
+import trio
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.execution.results import (
+    expired_result,
+    forbidden_result,
+    not_found_result,
+    render_paused,
+    settled_result,
+)
+from executor_mcp.storage.records import Owner
+from executor_mcp.tools.context import Interaction
+from executor_mcp.tools.errors import ToolThrow
+
+T = TypeVar("T")
+
+REPLAYS = 64
+REMEMBERED = 1024
+
+
+class Deferred(Generic[T]):
+    """A value that arrives once; any number of tasks can wait for it."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: T | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def set(self, value: T) -> None:
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    async def wait(self) -> T:
+        await self._event.wait()
+        return self._value  # type: ignore[return-value]
+
+
+@attrs.frozen
+class Answer:
+    action: str  # accept | decline | cancel
+    content: JsonObject | None = None
+
+
+@attrs.define(eq=False)
+class Pause:
+    id: str
+    owner: Owner
+    interaction: Interaction
+    expires_at: float  # epoch seconds
+    ttl: float
+    answer: Deferred[Answer] = attrs.Factory(Deferred)
+    resolution: Deferred[JsonObject] = attrs.Factory(Deferred)
+
+
+class Book:
+    def __init__(self, approval_window: float) -> None:
+        self.approval_window = approval_window
+        self._live: dict[str, Pause] = {}
+        self._replays: OrderedDict[str, JsonObject] = OrderedDict()
+        self._settled: OrderedDict[str, None] = OrderedDict()
+        self._expired: OrderedDict[str, None] = OrderedDict()
+
+    def open(self, pause: Pause) -> None:
+        self._live[pause.id] = pause
+
+    def resolve(self, pause: Pause, result: JsonObject) -> None:
+        """What resuming `pause` led to (a completion, an error or the next pause), kept for replays."""
+        self._live.pop(pause.id, None)
+        pause.resolution.set(result)
+        _remember(self._replays, pause.id, result, REPLAYS)
+        _remember(self._settled, pause.id, None, REMEMBERED)
+
+    def expire(self, pause: Pause) -> None:
+        if self._live.pop(pause.id, None) is not None:
+            _remember(self._expired, pause.id, None, REMEMBERED)
+            pause.resolution.set(expired_result(pause.id, self.approval_window))
+
+    async def resume(self, execution_id: str, owner: Owner, answer: Answer) -> JsonObject:
+        replay = self._replays.get(execution_id)
+        if replay is not None:
+            return replay
+        pause = self._live.get(execution_id)
+        if pause is None:
+            if execution_id in self._expired:
+                return expired_result(execution_id, self.approval_window)
+            if execution_id in self._settled:
+                return settled_result(execution_id)
+            return not_found_result(execution_id)
+        if pause.owner != owner:
+            return forbidden_result(execution_id)
+        pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
+        return await pause.resolution.wait()
+
+
+def _remember(memory: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > limit:
+        memory.popitem(last=False)
+
+
+class Run:
+    """One execution; `drive` runs it, `gate` is the approval gate its tool calls pass through."""
+
+    def __init__(self, book: Book, owner: Owner) -> None:
+        self._book = book
+        self._owner = owner
+        self._gate_lock = trio.Lock()
+        self._resolving: Pause | None = None  # the pause whose resume waits on `next`
+        self.scope = trio.CancelScope()
+        self.next: Deferred[JsonObject] = Deferred()
+
+    async def drive(self, run: Callable[[], Awaitable[JsonObject]], defect: Callable[[], JsonObject]) -> None:
+        """Run the execution and deliver its rendered result; never raises into the session's nursery."""
+        try:
+            with self.scope:
+                self._deliver(await run())
+        except Exception:
+            self._deliver(defect())
+        finally:
+            if self._resolving is not None and not self._resolving.resolution.done:
+                self._book.expire(self._resolving)  # the run ended under a pending resume: tell it
+
+    async def gate(self, interaction: Interaction) -> None:
+        """Pause until a human answers; concurrent gated calls of one execution queue here."""
+        async with self._gate_lock:
+            window = self._book.approval_window
+            pause = Pause(
+                id=f"exec_{uuid.uuid4()}",
+                owner=self._owner,
+                interaction=interaction,
+                expires_at=time.time() + window,
+                ttl=window,
+            )
+            self._book.open(pause)
+            self._deliver(
+                render_paused(
+                    pause.id,
+                    interaction.message,
+                    interaction.address,
+                    interaction.args,
+                    interaction.requested_schema,
+                    pause.expires_at,
+                    window,
+                )
+            )
+            self._resolving, self.next = pause, pause.resolution
+            answer = None
+            with trio.move_on_after(window):
+                answer = await pause.answer.wait()
+            if answer is None:
+                # Nobody answered in time: the execution ends, and a late resume hears it expired.
+                self._book.expire(pause)
+                self.scope.cancel()
+                await trio.lowlevel.checkpoint()
+            assert answer is not None
+            if answer.action != "accept":
+                verb = "cancelled" if answer.action == "cancel" else "declined"
+                raise ToolThrow(
+                    f'Tool "{interaction.address}" requires approval but the request was {verb} by the user.'
+                )
+
+    def _deliver(self, result: JsonObject) -> None:
+        if self._resolving is not None:
+            self._book.resolve(self._resolving, result)
+        else:
+            self.next.set(result)

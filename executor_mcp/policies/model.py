@@ -1,0 +1,138 @@
+"""Tool policies: patterns, matching, ordering and the decision for one tool call. No I/O.
+
+A policy belongs to an owner, `org` (the organization's guardrails) or `user` (one account's own
+rules inside that organization), and says `approve`, `require_approval` or `block` for the tool ids its
+pattern matches. Patterns: `*` matches everything; `a.b.c` matches exactly; a trailing `.*` matches a
+subtree including its root (`a.b.*` matches `a.b` and `a.b.c.d`); a `*` segment in the middle matches
+exactly one segment (`github.*.*.getRepo`).
+
+Resolution: within each owner the first matching rule (by position, then id) is that owner's word;
+across owners the most restrictive word wins (block > require_approval > approve), so a user rule can
+never weaken an org rule. With no matching rule the tool's annotation decides (`requiresApproval`
+means require_approval), and an explicit `approve` turns that annotation gate off.
+"""
+
+import enum
+
+import attrs
+
+
+class Action(enum.StrEnum):
+    APPROVE = "approve"
+    REQUIRE_APPROVAL = "require_approval"
+    BLOCK = "block"
+
+    @property
+    def severity(self) -> int:
+        return {Action.APPROVE: 1, Action.REQUIRE_APPROVAL: 2, Action.BLOCK: 3}[self]
+
+
+class Owner(enum.StrEnum):
+    USER = "user"
+    ORG = "org"
+
+    @property
+    def rank(self) -> int:
+        """Evaluation order of owners: the user's own rules (inner) before the org's (outer)."""
+        return 0 if self is Owner.USER else 1
+
+
+class InvalidPattern(ValueError):
+    def __init__(self, pattern: str) -> None:
+        super().__init__(f"Invalid tool policy pattern: {pattern}")
+
+
+@attrs.frozen
+class Rule:
+    id: str
+    owner: Owner
+    pattern: str
+    action: Action
+    position: str
+
+
+@attrs.frozen
+class Decision:
+    action: Action
+    rule: Rule | None  # the rule whose word won, None when the annotation (or nothing) decided
+
+
+def validate_pattern(pattern: str) -> str:
+    """The pattern, or `InvalidPattern`: no partial wildcards, no empty segments, no leading `*` but `*`."""
+    if pattern == "*":
+        return pattern
+    segments = pattern.split(".")
+    if not pattern or any(not segment for segment in segments) or segments[0] == "*":
+        raise InvalidPattern(pattern)
+    for segment in segments:
+        if "*" in segment and segment != "*":
+            raise InvalidPattern(pattern)
+    return pattern
+
+
+def matches(pattern: str, tool_id: str) -> bool:
+    if pattern == "*":
+        return True
+    wanted, actual = pattern.split("."), tool_id.split(".")
+    if wanted[-1] == "*":
+        root = wanted[:-1]
+        return len(actual) >= len(root) and _segments_match(root, actual[: len(root)])
+    return len(wanted) == len(actual) and _segments_match(wanted, actual)
+
+
+def _segments_match(wanted: list[str], actual: list[str]) -> bool:
+    return all(w == "*" or w == a for w, a in zip(wanted, actual, strict=True))
+
+
+def specificity(pattern: str) -> int:
+    """How narrow a pattern is: `*`=0, `a.*`=2, `a.b.*`=4, `a.b`=5, `a.b.c`=7 (two per literal segment,
+    one more for an exact pattern)."""
+    if pattern == "*":
+        return 0
+    segments = pattern.split(".")
+    literal = sum(1 for segment in segments if segment != "*")
+    return 2 * literal + (0 if segments[-1] == "*" else 1)
+
+
+def evaluation_order(rules: list[Rule]) -> list[Rule]:
+    return sorted(rules, key=lambda rule: (rule.owner.rank, rule.position, rule.id))
+
+
+def decide(rules: list[Rule], tool_id: str, requires_approval: bool = False) -> Decision:
+    firsts: dict[Owner, Rule] = {}
+    for rule in evaluation_order(rules):
+        if rule.owner not in firsts and matches(rule.pattern, tool_id):
+            firsts[rule.owner] = rule
+    if not firsts:
+        return Decision(Action.REQUIRE_APPROVAL if requires_approval else Action.APPROVE, None)
+    # A matching rule always decides, so an explicit `approve` switches the annotation gate off.
+    winner = max(firsts.values(), key=lambda rule: (rule.action.severity, -rule.owner.rank))
+    return Decision(winner.action, winner)
+
+
+POSITION_WIDTH = 12
+POSITION_STEP = 1024
+
+
+def format_position(value: int) -> str:
+    """Generated positions are zero-padded numbers, so string order is numeric order."""
+    return str(value).zfill(POSITION_WIDTH)
+
+
+def position_for(existing: list[Rule], pattern: str) -> str | None:
+    """Where a new rule goes among its owner's rules: just below the last rule at least as specific,
+    so more specific rules keep winning. None means there is no gap there: renumber, then ask again."""
+    ordered = sorted(existing, key=lambda rule: (rule.position, rule.id))
+    mine = specificity(pattern)
+    index = max((i for i, rule in enumerate(ordered) if specificity(rule.pattern) >= mine), default=-1)
+    low = _numeric(ordered[index].position) if index >= 0 else 0
+    if index + 1 == len(ordered):
+        return format_position(low + POSITION_STEP)
+    high = _numeric(ordered[index + 1].position)
+    if high - low < 2:
+        return None
+    return format_position((low + high) // 2)
+
+
+def _numeric(position: str) -> int:
+    return int(position) if position.isdigit() else 0

@@ -1,0 +1,206 @@
+"""Policies as a principal sees them: its organization's rules and its own, stored in the control plane.
+
+Every operation is scoped: an org rule belongs to the principal's organization, a user rule to the
+principal's account within it. A rule of another org or account does not exist for the caller (so
+updating or removing it is "not found", never "forbidden", which would confirm it exists).
+"""
+
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from executor_mcp.policies.model import (
+    POSITION_STEP,
+    Action,
+    Decision,
+    InvalidPattern,
+    Owner,
+    Rule,
+    decide,
+    evaluation_order,
+    format_position,
+    position_for,
+    validate_pattern,
+)
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.records import Owner as Principal
+from executor_mcp.storage.records import PolicyRecord
+
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class PolicyError(ValueError):
+    """A request about policies that cannot be honoured; the message is for the caller."""
+
+
+class PolicyNotFound(PolicyError):
+    pass
+
+
+def new_policy_id(now: float) -> str:
+    def base36(value: int) -> str:
+        digits = ""
+        while True:
+            value, digit = divmod(value, 36)
+            digits = _BASE36[digit] + digits
+            if not value:
+                return digits
+
+    return f"pol_{base36(secrets.randbits(48))}{base36(int(now * 1000))}"
+
+
+def parse_owner(value: Any) -> Owner:
+    try:
+        return Owner(value)
+    except ValueError:
+        raise PolicyError('owner must be "org" or "user"') from None
+
+
+def parse_action(value: Any) -> Action:
+    try:
+        return Action(value)
+    except ValueError:
+        raise PolicyError('action must be one of "approve", "require_approval", "block"') from None
+
+
+def parse_pattern(value: Any) -> str:
+    if not isinstance(value, str):
+        raise PolicyError("pattern must be a string")
+    try:
+        return validate_pattern(value)
+    except InvalidPattern as exc:
+        raise PolicyError(str(exc)) from None
+
+
+def parse_position(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise PolicyError("position must be a non-empty string")
+    return value
+
+
+def to_rule(record: PolicyRecord) -> Rule:
+    return Rule(record.id, Owner(record.owner), record.pattern, Action(record.action), record.position)
+
+
+def describe(record: PolicyRecord) -> dict[str, Any]:
+    """A policy as the HTTP API and the core tools show it (times in milliseconds)."""
+    return {
+        "id": record.id,
+        "owner": record.owner,
+        "pattern": record.pattern,
+        "action": record.action,
+        "position": record.position,
+        "createdAt": int(record.created_at * 1000),
+        "updatedAt": int(record.updated_at * 1000),
+    }
+
+
+class Policies:
+    def __init__(self, control: ControlPlane, clock: Callable[[], float] = time.time) -> None:
+        self._control = control
+        self._clock = clock
+
+    async def list(self, principal: Principal) -> list[PolicyRecord]:
+        """The principal's org rules and own user rules, in evaluation order."""
+        visible = _visible(await self._control.policies(_org(principal)), principal)
+        by_id = {record.id: record for record in visible}
+        return [by_id[rule.id] for rule in evaluation_order([to_rule(record) for record in visible])]
+
+    async def decide(self, principal: Principal, tool_id: str, requires_approval: bool) -> Decision:
+        rules = [to_rule(record) for record in _visible(await self._control.policies(_org(principal)), principal)]
+        return decide(rules, tool_id, requires_approval)
+
+    async def create(
+        self, principal: Principal, owner: Owner, pattern: str, action: Action, position: str | None = None
+    ) -> PolicyRecord:
+        now = self._clock()
+
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], PolicyRecord]:
+            mine = [r for r in _visible(records, principal) if r.owner == owner.value]
+            renumbered: list[PolicyRecord] = []
+            chosen = position or position_for([to_rule(r) for r in mine], pattern)
+            if chosen is None:
+                renumbered = _renumbered(mine)
+                chosen = position_for([to_rule(r) for r in renumbered], pattern)
+            assert chosen is not None
+            record = PolicyRecord(
+                id=new_policy_id(now),
+                org_id=_org(principal),
+                owner=owner.value,
+                account_id=principal.account_id if owner is Owner.USER else None,
+                pattern=pattern,
+                action=action.value,
+                position=chosen,
+                created_at=now,
+                updated_at=now,
+            )
+            return [*renumbered, record], [], record
+
+        return await self._control.edit_policies(_org(principal), edit)
+
+    async def update(
+        self,
+        principal: Principal,
+        policy_id: str,
+        owner: Owner,
+        *,
+        pattern: str | None = None,
+        action: Action | None = None,
+        position: str | None = None,
+    ) -> PolicyRecord:
+        now = self._clock()
+
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], PolicyRecord]:
+            record = _find(records, principal, policy_id, owner)
+            changes: dict[str, Any] = {"updated_at": now}
+            if pattern is not None:
+                changes["pattern"] = pattern
+            if action is not None:
+                changes["action"] = action.value
+            if position is not None:
+                changes["position"] = position
+            updated = attrs.evolve(record, **changes)
+            return [updated], [], updated
+
+        return await self._control.edit_policies(_org(principal), edit)
+
+    async def remove(self, principal: Principal, policy_id: str, owner: Owner) -> None:
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], None]:
+            return [], [_find(records, principal, policy_id, owner).id], None
+
+        await self._control.edit_policies(_org(principal), edit)
+
+
+def _org(principal: Principal) -> str:
+    if not principal.org_id:
+        raise PolicyError("policies need an organization")
+    return principal.org_id
+
+
+def _visible(records: list[PolicyRecord], principal: Principal) -> list[PolicyRecord]:
+    return [
+        record
+        for record in records
+        if record.owner == Owner.ORG.value
+        or (record.owner == Owner.USER.value and record.account_id == principal.account_id)
+    ]
+
+
+def _find(records: list[PolicyRecord], principal: Principal, policy_id: str, owner: Owner) -> PolicyRecord:
+    for record in _visible(records, principal):
+        if record.id == policy_id and record.owner == owner.value:
+            return record
+    raise PolicyNotFound(f"Policy not found: {policy_id}")
+
+
+def _renumbered(records: list[PolicyRecord]) -> list[PolicyRecord]:
+    ordered = sorted(records, key=lambda record: (record.position, record.id))
+    return [
+        attrs.evolve(record, position=format_position((index + 1) * POSITION_STEP))
+        for index, record in enumerate(ordered)
+    ]
