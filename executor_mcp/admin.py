@@ -1,4 +1,6 @@
-"""Admin commands that work on a data dir, also while a server runs on it (LMDB is multi-process).
+"""Admin commands (`orgs`, `keys`, `policies`) on a data dir, also while a server runs on it.
+
+LMDB is multi-process.
 
 Each opens the control plane, does one thing, closes it; the server sees the change on its next read
 (an org revocation on the org's next request, a key revocation on the key's next use).
@@ -12,8 +14,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from executor_mcp.auth.api_keys import digest, new_api_key
+from executor_mcp.policies.model import Owner as PolicyOwner
+from executor_mcp.policies.service import (
+    Policies,
+    PolicyError,
+    PolicyNotFound,
+    parse_action,
+    parse_pattern,
+    parse_position,
+)
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import ApiKeyRecord
+from executor_mcp.storage.records import ApiKeyRecord, Owner
 
 
 @asynccontextmanager
@@ -72,4 +83,43 @@ async def keys_revoke(data_dir: Path, key_id: str) -> int:
         print(f"executor-mcp: error: no API key with id {key_id}", file=sys.stderr)
         return 1
     print(f"revoked API key {key_id}", file=sys.stderr)
+    return 0
+
+
+def _principal(org_id: str, account_id: str | None) -> Owner:
+    return Owner(account_id=account_id or "", org_id=org_id)
+
+
+async def policies_list(data_dir: Path, org_id: str, account_id: str | None) -> int:
+    async with _control_plane(data_dir) as control:
+        for record in await Policies(control).list(_principal(org_id, account_id)):
+            who = f"user {record.account_id}" if record.owner == "user" else "org"
+            print(f"{record.id}\t{who}\t{record.pattern}\t{record.action}\t{record.position}")
+    return 0
+
+
+async def policies_add(
+    data_dir: Path, org_id: str, account_id: str | None, pattern: str, action: str, position: str | None
+) -> int:
+    try:
+        owner = PolicyOwner.USER if account_id else PolicyOwner.ORG
+        checked = (parse_pattern(pattern), parse_action(action), parse_position(position))
+    except PolicyError as exc:
+        print(f"executor-mcp: error: {exc}", file=sys.stderr)
+        return 2
+    async with _control_plane(data_dir) as control:
+        record = await Policies(control).create(_principal(org_id, account_id), owner, *checked)
+    print(record.id)
+    return 0
+
+
+async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, policy_id: str) -> int:
+    owner = PolicyOwner.USER if account_id else PolicyOwner.ORG
+    async with _control_plane(data_dir) as control:
+        try:
+            await Policies(control).remove(_principal(org_id, account_id), policy_id, owner)
+        except PolicyNotFound as exc:
+            print(f"executor-mcp: error: {exc}", file=sys.stderr)
+            return 1
+    print(f"removed policy {policy_id}", file=sys.stderr)
     return 0

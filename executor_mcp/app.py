@@ -145,13 +145,14 @@ async def _serve(
         cpu=settings.execution_cpu_limit,
         memory=settings.execution_memory_limit * 1024 * 1024,
     )
+    policies = Policies(control)
     catalog_tools = executor_tools(
-        Engine(pool, limits), build_catalog(), Policies(control), Book(approval_window=settings.approval_window)
+        Engine(pool, limits), build_catalog(), policies, Book(approval_window=settings.approval_window)
     )
     manager = SessionManager(control, settings.data_dir, tools or catalog_tools)
     public = PublicUrl(settings.public_url or "")
     authenticator = await build_authenticator(settings, control, http_client, public)
-    app = create_app(manager, authenticator, public, settings.authorization_server)
+    app = create_app(manager, authenticator, public, policies, settings.authorization_server)
     stop = trio.Event()
 
     async def shutdown_trigger() -> None:

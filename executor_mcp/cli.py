@@ -52,6 +52,24 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id")
     _add_options(revoke, _DATA_OPTIONS)
 
+    policies = commands.add_parser("policies", help="list, add or remove tool policies")
+    policy_actions = policies.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, summary in (
+        ("list", "the org's rules (and the user's, with --user) in evaluation order"),
+        ("add", "add an org rule, or a user rule with --user"),
+        ("remove", "remove an org rule, or a user rule with --user"),
+    ):
+        command = policy_actions.add_parser(action, help=summary)
+        command.add_argument("--org", required=True, help="the organization")
+        command.add_argument("--user", help="the account, for user rules")
+        if action == "add":
+            command.add_argument("--pattern", required=True, help="e.g. executor.coreTools.policies.* or *")
+            command.add_argument("--action", dest="policy_action", required=True, help="approve|require_approval|block")
+            command.add_argument("--position", help="where in the order (default: below more specific rules)")
+        if action == "remove":
+            command.add_argument("policy_id")
+        _add_options(command, _DATA_OPTIONS)
+
     # How the single binary re-executes itself as a sandbox worker; not for people.
     commands.add_parser("sandbox-worker")
     return parser
@@ -89,6 +107,14 @@ def _admin(args: argparse.Namespace, settings: Settings):
             return partial(admin.keys_create, data_dir, args.user, args.org)
         case "keys", "list":
             return partial(admin.keys_list, data_dir)
+        case "policies", "list":
+            return partial(admin.policies_list, data_dir, args.org, args.user)
+        case "policies", "add":
+            return partial(
+                admin.policies_add, data_dir, args.org, args.user, args.pattern, args.policy_action, args.position
+            )
+        case "policies", "remove":
+            return partial(admin.policies_remove, data_dir, args.org, args.user, args.policy_id)
         case _:
             return partial(admin.keys_revoke, data_dir, args.key_id)
 

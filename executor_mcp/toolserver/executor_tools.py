@@ -101,11 +101,12 @@ def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: B
         def defect() -> JsonObject:
             return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
 
+        first = run.next
         context.nursery.start_soon(run.drive, body, defect)
         try:
-            return await run.next.wait()
+            return await first.wait()
         finally:
-            if not run.next.done:
+            if not first.done:
                 run.scope.cancel()  # the caller left before any result: nobody could ever resume it
 
     async def resume(arguments: JsonObject, context: ToolContext) -> JsonObject:

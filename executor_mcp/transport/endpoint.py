@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
+from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
     MAX_BODY_BYTES,
     Code,
@@ -55,6 +56,7 @@ from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Comment, Listener, Stream
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
+from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sse import KEEPALIVE, comment, message_event
 
 log = logging.getLogger(__name__)
@@ -251,6 +253,7 @@ def create_app(
     manager: SessionManager,
     authenticator: Authenticator,
     public: PublicUrl,
+    policies: Policies,
     authorization_servers: tuple[str, ...] = (),
 ) -> Quart:
     app = QuartTrio("executor_mcp")
@@ -272,6 +275,17 @@ def create_app(
 
     for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
+    api = PoliciesApi(policies, authenticator)
+    app.add_url_rule(
+        "/api/policies", "policies", api.collection, methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False
+    )
+    app.add_url_rule(
+        "/api/policies/<policy_id>",
+        "policy",
+        api.item,
+        methods=["PATCH", "DELETE", "OPTIONS"],
+        provide_automatic_options=False,
+    )
     app.register_error_handler(Refused, _refused)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _defect)

@@ -1,0 +1,115 @@
+"""`/api/policies`: the bearer's policies over plain JSON HTTP (upstream §5).
+
+    GET    /api/policies          the bearer's org rules and own user rules, in evaluation order
+    POST   /api/policies          {owner, pattern, action, position?}            -> the policy
+    PATCH  /api/policies/<id>     {owner, pattern?, action?, position?}          -> the policy
+    DELETE /api/policies/<id>     {owner}                                         -> {"removed": true}
+
+Authenticated exactly like `/mcp`. Errors are `{"error": "<message>"}` with 400 (bad request), 401/403/
+503 (authentication, with the same challenge and `Retry-After` as `/mcp`) or 404 (no such policy for
+this bearer). Nothing is written unless the whole request is valid.
+"""
+
+import json
+from typing import Any
+
+from quart import Response, request
+
+from executor_mcp.auth.principal import Authenticator, Principal
+from executor_mcp.codec import dumps
+from executor_mcp.policies.service import (
+    Policies,
+    PolicyError,
+    PolicyNotFound,
+    describe,
+    parse_action,
+    parse_owner,
+    parse_pattern,
+    parse_position,
+)
+from executor_mcp.protocol.errors import MAX_BODY_BYTES, Refused, envelope_headers
+from executor_mcp.transport import headers as rules
+
+
+class PoliciesApi:
+    def __init__(self, policies: Policies, authenticator: Authenticator) -> None:
+        self._policies = policies
+        self._auth = authenticator
+
+    async def collection(self) -> Response:
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers=rules.PREFLIGHT)
+        principal = await self._principal()
+        if isinstance(principal, Response):
+            return principal
+        if request.method == "GET":
+            return _ok([describe(record) for record in await self._policies.list(principal)])
+        body = await _body()
+        if isinstance(body, Response):
+            return body
+        try:
+            record = await self._policies.create(
+                principal,
+                parse_owner(body.get("owner")),
+                parse_pattern(body.get("pattern")),
+                parse_action(body.get("action")),
+                parse_position(body.get("position")),
+            )
+        except PolicyError as exc:
+            return _error(400, str(exc))
+        return _ok(describe(record))
+
+    async def item(self, policy_id: str) -> Response:
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers=rules.PREFLIGHT)
+        principal = await self._principal()
+        if isinstance(principal, Response):
+            return principal
+        body = await _body()
+        if isinstance(body, Response):
+            return body
+        try:
+            owner = parse_owner(body.get("owner"))
+            if request.method == "DELETE":
+                await self._policies.remove(principal, policy_id, owner)
+                return _ok({"removed": True})
+            record = await self._policies.update(
+                principal,
+                policy_id,
+                owner,
+                pattern=parse_pattern(body["pattern"]) if body.get("pattern") is not None else None,
+                action=parse_action(body["action"]) if body.get("action") is not None else None,
+                position=parse_position(body.get("position")),
+            )
+        except PolicyNotFound as exc:
+            return _error(404, str(exc))
+        except PolicyError as exc:
+            return _error(400, str(exc))
+        return _ok(describe(record))
+
+    async def _principal(self) -> Principal | Response:
+        try:
+            return await self._auth.authenticate(request.headers)
+        except Refused as refused:
+            return _error(refused.envelope.status, refused.message, envelope_headers(refused))
+
+
+async def _body() -> dict[str, Any] | Response:
+    raw = await request.get_data(cache=False)
+    if len(raw) > MAX_BODY_BYTES:
+        return _error(413, f"Request body too large. Maximum size is {MAX_BODY_BYTES} bytes")
+    try:
+        body = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        return _error(400, "The request body must be JSON")
+    if not isinstance(body, dict):
+        return _error(400, "The request body must be a JSON object")
+    return body
+
+
+def _ok(body: Any) -> Response:
+    return Response(dumps(body), status=200, content_type=rules.JSON)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps({"error": message}), status=status, content_type=rules.JSON, headers=headers or {})
