@@ -364,3 +364,14 @@ async def test_native_mode_without_the_capability_cancels(executor: ServerUnderT
         code = "try { return await " + CREATE.removeprefix("return await ") + " } catch (e) { return e.message; }"
         result = await execute(client, code)
         assert result.structured_content["result"] == DECLINED.replace("declined", "cancelled")
+
+
+@pytest.mark.slow
+async def test_a_pause_does_not_use_up_the_wall_clock(nursery: trio.Nursery, data_dir: Path) -> None:
+    server = await start_server(nursery, data_dir, execution_timeout=1.0)
+    async with connect(server.url, mode="legacy") as (client, _):
+        paused = await execute(client, CREATE)
+        await trio.sleep(1.5)  # longer than the whole wall-clock budget
+        resumed = await resume(client, execution_id(paused))
+        assert resumed.structured_content["status"] == "completed"
+        assert resumed.structured_content["result"]["ok"] is True
