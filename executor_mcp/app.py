@@ -27,6 +27,7 @@ from executor_mcp.execution.engine import Engine, Limits
 from executor_mcp.execution.runs import Book
 from executor_mcp.policies.service import Policies
 from executor_mcp.sandbox.pool import WorkerPool
+from executor_mcp.sessions.lifecycle import IdlePolicy
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.core import build_catalog
@@ -37,6 +38,8 @@ from executor_mcp.transport.endpoint import create_app
 
 log = logging.getLogger(__name__)
 
+# Running work or an open stream keeps an idle runtime this much longer than the session timeout.
+RUNNING_LEASE = 1800.0
 # Connections still open after the sessions drained (idle keep-alives) get this long before they close.
 HTTP_GRACE_SECONDS = 2.0
 
@@ -149,7 +152,19 @@ async def _serve(
     catalog_tools = executor_tools(
         Engine(pool, limits), build_catalog(), policies, Book(approval_window=settings.approval_window)
     )
-    manager = SessionManager(control, settings.data_dir, tools or catalog_tools)
+    idle = IdlePolicy(
+        session_timeout=settings.session_timeout,
+        paused_idle=settings.paused_session_idle_timeout,
+        running_idle=settings.session_timeout + RUNNING_LEASE,
+    )
+    manager = SessionManager(
+        control,
+        settings.data_dir,
+        tools or catalog_tools,
+        idle=idle,
+        max_sessions_per_account=settings.max_sessions_per_user,
+        retention=settings.session_retention,
+    )
     public = PublicUrl(settings.public_url or "")
     authenticator = await build_authenticator(settings, control, http_client, public)
     app = create_app(manager, authenticator, public, policies, settings.authorization_server)

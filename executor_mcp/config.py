@@ -42,6 +42,10 @@ class Settings:
     execution_memory_limit: int = 64
     sandbox_workers: int = 64
     approval_window: float = 240.0
+    session_timeout: float = 300.0
+    paused_session_idle_timeout: float = 540.0
+    max_sessions_per_user: int = 256
+    session_retention: float = 30 * 24 * 3600.0
     auth: str = "none"
     public_url: str | None = None
     jwt_secret_file: Path | None = None
@@ -155,6 +159,14 @@ OPTIONS = (
     Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
     Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval (default 240)"),
+    Option("session_timeout", _positive_seconds, "idle seconds before a session's runtime is disposed (default 300)"),
+    Option(
+        "paused_session_idle_timeout",
+        _positive_seconds,
+        "idle seconds a runtime with a paused execution is kept (default 540)",
+    ),
+    Option("max_sessions_per_user", _positive_int, "sessions per account; one more evicts the oldest (default 256)"),
+    Option("session_retention", _positive_seconds, "idle seconds before a stored session is wiped (default 30 days)"),
     Option("auth", _auth, "none (loopback only, one implicit local principal) or jwt (default none)"),
     Option("public_url", _url, "the URL clients reach this server at (default http://HOST:PORT of the bind)"),
     Option("jwt_secret_file", Path, "file holding the HS256 key (surrounding whitespace trimmed)"),

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -127,9 +128,12 @@ def _remember(memory: OrderedDict[str, Any], key: str, value: Any, limit: int) -
 class Run:
     """One execution; `drive` runs it, `gate` is the approval gate its tool calls pass through."""
 
-    def __init__(self, book: Book, owner: Owner) -> None:
+    def __init__(
+        self, book: Book, owner: Owner, lease: Callable[[], AbstractContextManager[None]] = nullcontext
+    ) -> None:
         self._book = book
         self._owner = owner
+        self._lease = lease
         self._gate_lock = trio.Lock()
         self._resolving: Pause | None = None  # the pause whose resume waits on `next`
         self.scope = trio.CancelScope()
@@ -171,7 +175,7 @@ class Run:
             )
             self._resolving, self.next = pause, pause.resolution
             answer = None
-            with trio.move_on_after(window):
+            with self._lease(), trio.move_on_after(window):
                 answer = await pause.answer.wait()
             if answer is None:
                 # Nobody answered in time: the execution ends, and a late resume hears it expired.

@@ -6,7 +6,8 @@ A session id is durable; its *runtime* (an open LMDB file, a tool server, a trio
 scope is the session's lifetime) exists only while the process is serving it. So a session handle in
 this process is always in exactly one of these states:
 
-    DISPOSED    stored on disk, no runtime here. A request restores it.
+    DISPOSED    stored on disk, no runtime here. A request restores it. (A runtime is disposed after
+                `--session-timeout` without activity, unless leases hold it: see `idle_verdict`.)
     RESTORING   the single in-flight restore (or first start) is building the runtime; callers wait.
     LIVE        the runtime is up; requests are served.
     CONDEMNED   DELETE (and later eviction, revocation) wrote the durable condemned marker and
@@ -26,12 +27,15 @@ states itself; an event that the table does not list for a state is a bug and ra
     RESTORING --restore_failed--> DISPOSED        (the next request tries again)
     RESTORING --vanished-->       WIPED           (no directory entry or file: never existed here)
     LIVE      --fault-->          DISPOSED        (the runtime died; the stored session is intact)
+    LIVE      --idle-->           DISPOSED        (idle past its leases; the stored session is intact)
     DISPOSED | RESTORING | LIVE --condemn-->  CONDEMNED
     CONDEMNED --wiped-->          WIPED
     DISPOSED | RESTORING | LIVE --shutdown--> RESTARTING
 """
 
 import enum
+
+import attrs
 
 from executor_mcp.protocol.errors import Refusal
 
@@ -51,6 +55,7 @@ class Event(enum.Enum):
     RESTORE_FAILED = "restore_failed"
     VANISHED = "vanished"
     FAULT = "fault"
+    IDLE = "idle"
     CONDEMN = "condemn"
     WIPED = "wiped"
     SHUTDOWN = "shutdown"
@@ -64,6 +69,7 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.RESTORING, Event.RESTORE_FAILED): State.DISPOSED,
     (State.RESTORING, Event.VANISHED): State.WIPED,
     (State.LIVE, Event.FAULT): State.DISPOSED,
+    (State.LIVE, Event.IDLE): State.DISPOSED,
     **{(state, Event.CONDEMN): State.CONDEMNED for state in _RUNNABLE},
     (State.CONDEMNED, Event.WIPED): State.WIPED,
     **{(state, Event.SHUTDOWN): State.RESTARTING for state in _RUNNABLE},
@@ -109,7 +115,35 @@ class Lifecycle:
     def in_flight_refusal(self) -> Refusal:
         """The refusal for a request still in flight when the runtime's scope has exited in this state.
 
-        A runtime that exits while nominally servable died of a fault: that is an internal error, the
-        one case the client can do nothing better about than report.
+        A runtime that ended while the session itself lives on (disposed past its running lease, or
+        died of a fault) tells the client to retry the same session: the next request restores it. A
+        runtime that exits while still nominally restoring or live failed to come up: internal error.
         """
+        if self.state is State.DISPOSED:
+            return Refusal.RESTARTING
         return REFUSALS[self.state] or Refusal.INTERNAL
+
+
+@attrs.frozen
+class IdlePolicy:
+    """How long an unused runtime stays up (upstream §2.4): `session_timeout` of no activity; up to
+    `paused_idle` while an execution waits for approval; up to `running_idle` while work runs or a
+    listen stream is open."""
+
+    session_timeout: float = 300.0
+    paused_idle: float = 540.0
+    running_idle: float = 2100.0
+
+
+def idle_verdict(policy: IdlePolicy, idle: float, paused: int, running: int) -> float | None:
+    """Seconds until the runtime should be looked at again, or None to dispose of it now.
+
+    Paused work is judged on the paused clock alone: the paused request itself leaves work "running".
+    """
+    if idle < policy.session_timeout:
+        return policy.session_timeout - idle
+    if paused:
+        return policy.paused_idle - idle if idle < policy.paused_idle else None
+    if running:
+        return policy.running_idle - idle if idle < policy.running_idle else None
+    return None

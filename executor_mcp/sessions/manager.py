@@ -8,10 +8,12 @@ session was condemned. Request handlers never build or tear down runtimes themse
 a session, which either hands back a live one or raises the refusal the lifecycle table prescribes.
 """
 
+import functools
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
@@ -19,7 +21,7 @@ import trio
 
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
-from executor_mcp.sessions.lifecycle import Event, State
+from executor_mcp.sessions.lifecycle import Event, IdlePolicy, State, idle_verdict
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
@@ -65,8 +67,14 @@ class SessionManager:
         data_dir: Path,
         tools: ToolFactory,
         clock: Callable[[], float] = time.time,
+        idle: IdlePolicy | None = None,
+        max_sessions_per_account: int = 256,
+        retention: float = 30 * 24 * 3600.0,
     ) -> None:
         self._control = control
+        self._idle = idle or IdlePolicy()
+        self._max_sessions = max_sessions_per_account
+        self._retention = retention
         self._sessions_dir = data_dir / SESSIONS_DIR
         self._tools = tools
         self._clock = clock
@@ -79,7 +87,7 @@ class SessionManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
-            await trio.sleep_forever()
+            await self._sweep_forever()
 
     # -- entry points -------------------------------------------------------------------------------
 
@@ -93,6 +101,7 @@ class SessionManager:
         elicitation_mode: str = "model",
     ) -> Session:
         self._refuse_if_draining()
+        await self._make_room(owner)
         session_id = new_session_id()
         now = self._clock()
         meta = SessionMeta(
@@ -160,6 +169,15 @@ class SessionManager:
         if record is not None and record.owner.account_id == account_id and session.state is State.LIVE:
             await self.terminate(session)
 
+    async def evict(self, session_id: str) -> None:
+        """End a session through the condemnation path, whatever state it is in (cap, retention)."""
+        try:
+            session = await self._live(session_id)
+        except Refused:
+            return
+        if session.state is State.LIVE:
+            await self.terminate(session)
+
     async def shutdown(self, grace: float) -> None:
         """Refuse new work, give work in flight `grace` seconds, then end every runtime as restarting."""
         self.draining = True
@@ -180,10 +198,16 @@ class SessionManager:
             raise Refused(Refusal.RESTARTING)
 
     async def _live(self, session_id: str) -> Session:
-        self._refuse_if_draining()
-        session = self._sessions.get(session_id)
-        if session is None:
-            session = self._sessions[session_id] = Session(session_id)
+        while True:
+            self._refuse_if_draining()
+            session = self._sessions.get(session_id)
+            if session is None:
+                session = self._sessions[session_id] = Session(session_id)
+            if session.state is State.DISPOSED and session.spawned:
+                # Its runtime is still being disposed of (closing the file): restore only after that.
+                await session.stopped.wait()
+                continue
+            break
         refusal = session.lifecycle.refusal
         if refusal is not None:
             raise Refused(refusal)
@@ -204,6 +228,7 @@ class SessionManager:
     def _spawn(self, session: Session, opened: Opened | None = None) -> None:
         if self._nursery is None:
             raise RuntimeError("the session manager is not running")
+        session.spawned = True
         self._nursery.start_soon(self._run, session, opened, name=f"session {session.id[:12]}")
 
     async def _run(self, session: Session, opened: Opened | None) -> None:
@@ -215,11 +240,13 @@ class SessionManager:
                     session.record = opened.record
                     session.persisted_activity = opened.record.last_activity_at
                     async with trio.open_nursery() as nursery:
-                        server = ToolServer(opened.meta, self._tools(opened.meta), nursery)
+                        lease = functools.partial(self._pause_lease, session)
+                        server = ToolServer(opened.meta, self._tools(opened.meta), nursery, lease)
                         session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
+                        session.last_activity = session.last_activity or self._clock()
                         session.lifecycle.fire(Event.RESTORED)
                         session.settled.set()
-                        await trio.sleep_forever()
+                        await self._watch_idle(session)
         except Exception:
             log.exception("session %s runtime failed", session.id)
         finally:
@@ -281,6 +308,57 @@ class SessionManager:
         for record in await self._control.sessions():
             if record.condemned:
                 await self._wipe(record.session_id)
+
+    def _activity(self, record: SessionRecord) -> float:
+        live = self._sessions.get(record.session_id)
+        return live.last_activity if live is not None and live.last_activity else record.last_activity_at
+
+    async def _make_room(self, owner: Owner) -> None:
+        """Opening one more session than the cap allows evicts the account's least recently active."""
+        mine = [
+            record
+            for record in await self._control.sessions()
+            if record.owner.account_id == owner.account_id and not record.condemned
+        ]
+        excess = len(mine) + 1 - self._max_sessions
+        for record in sorted(mine, key=self._activity)[: max(excess, 0)]:
+            log.info("session %s evicted: account %s is at its session cap", record.session_id, owner.account_id)
+            await self.evict(record.session_id)
+
+    async def _sweep_forever(self) -> None:
+        """Wipe stored sessions idle past the retention period."""
+        interval = min(self._retention / 4, 3600.0)
+        while True:
+            await trio.sleep(interval)
+            now = self._clock()
+            for record in await self._control.sessions():
+                if not record.condemned and now - self._activity(record) > self._retention:
+                    log.info("session %s idle past retention: wiping it", record.session_id)
+                    await self.evict(record.session_id)
+
+    async def _watch_idle(self, session: Session) -> None:
+        """Dispose of the runtime once it is idle past its leases; the session stays valid."""
+        while True:
+            wait = self._idle_wait(session)
+            if wait is None:
+                break
+            await trio.sleep(max(wait, 0.01))  # an alarm: activity since may push the verdict further out
+        log.info("session %s idle: disposing of its runtime", session.id)
+        session.end(Event.IDLE)
+
+    def _idle_wait(self, session: Session) -> float | None:
+        idle = self._clock() - session.last_activity
+        return idle_verdict(self._idle, idle, session.paused, session.running)
+
+    @contextmanager
+    def _pause_lease(self, session: Session) -> Iterator[None]:
+        """Held while an execution of `session` waits for approval: the runtime stays up (to a limit)."""
+        session.paused += 1
+        session.last_activity = self._clock()
+        try:
+            yield
+        finally:
+            session.paused -= 1
 
     def _note_activity(self, session: Session) -> None:
         now = self._clock()

@@ -38,6 +38,8 @@ class Session:
         self.listener: Listener | None = None
         self.last_activity = 0.0
         self.persisted_activity = 0.0
+        self.paused = 0  # executions of this session waiting for approval (a lease on the runtime)
+        self.spawned = False
         # A handle serves one run of the runtime, restore to exit; the manager drops it afterwards.
         self.scope = trio.CancelScope()
         self.settled = trio.Event()
@@ -106,6 +108,11 @@ class Session:
     def unlisten(self, listener: Listener) -> None:
         if self.listener is listener:
             self.listener = None
+
+    @property
+    def running(self) -> int:
+        """Work that holds the runtime up: requests in flight and an open listen stream."""
+        return len(self.calls) + (self.listener is not None)
 
     def fail_in_flight(self) -> None:
         refused = Refused(self.lifecycle.in_flight_refusal)

@@ -91,7 +91,7 @@ def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: B
             return _invalid("execute", issues)
         assert isinstance(code, str)
         owner = context.session.owner
-        run = Run(book, owner)
+        run = Run(book, owner, context.pause_lease)
         gate = run.gate if context.session.elicitation_mode != "native" else _native_gate(context)
         call_context = CallContext(principal=owner, policies=policies, gate=gate)
 

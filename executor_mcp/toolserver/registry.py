@@ -6,6 +6,7 @@ registered here by the capabilities that provide them.
 """
 
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager
 
 import attrs
 import trio
@@ -25,6 +26,7 @@ class ToolContext:
     notify: Callable[[Message], None]
     nursery: trio.Nursery
     ask: Callable[[str, JsonObject], Awaitable[JsonObject]]
+    pause_lease: Callable[[], AbstractContextManager[None]]  # hold while waiting on a human
 
 
 ToolHandler = Callable[[JsonObject, ToolContext], Awaitable[JsonObject]]

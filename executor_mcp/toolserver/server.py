@@ -11,6 +11,7 @@ import itertools
 import logging
 import secrets
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import trio
 
@@ -31,10 +32,17 @@ class ClientError(Exception):
 
 
 class ToolServer:
-    def __init__(self, meta: SessionMeta, tools: ToolRegistry, nursery: trio.Nursery) -> None:
+    def __init__(
+        self,
+        meta: SessionMeta,
+        tools: ToolRegistry,
+        nursery: trio.Nursery,
+        lease: Callable[[], AbstractContextManager[None]],
+    ) -> None:
         self.meta = meta
         self._tools = tools
         self._nursery = nursery
+        self._lease = lease
         self._ids = itertools.count(1)
         self._asked: dict[RequestId, tuple[trio.Event, list[Message]]] = {}
 
@@ -88,6 +96,7 @@ class ToolServer:
                     notify=notify,
                     nursery=self._nursery,
                     ask=functools.partial(self.ask, notify),
+                    pause_lease=self._lease,
                 )
                 return await entry.handler(params.arguments, context)
             case _:

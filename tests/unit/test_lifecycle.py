@@ -5,7 +5,16 @@ import itertools
 import pytest
 
 from executor_mcp.protocol.errors import Refusal
-from executor_mcp.sessions.lifecycle import REFUSALS, TRANSITIONS, Event, IllegalTransition, Lifecycle, State
+from executor_mcp.sessions.lifecycle import (
+    REFUSALS,
+    TRANSITIONS,
+    Event,
+    IdlePolicy,
+    IllegalTransition,
+    Lifecycle,
+    State,
+    idle_verdict,
+)
 
 
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Event)))
@@ -42,7 +51,8 @@ def test_a_session_can_be_restored_used_and_condemned() -> None:
 def test_arriving_and_in_flight_requests_get_the_same_vocabulary() -> None:
     assert REFUSALS[State.CONDEMNED] is Refusal.SESSION_TERMINATED
     assert REFUSALS[State.RESTARTING] is Refusal.RESTARTING
-    for state in State:
+    assert Lifecycle(State.DISPOSED).in_flight_refusal is Refusal.RESTARTING  # the session lives on: retry it
+    for state in set(State) - {State.DISPOSED}:
         lifecycle = Lifecycle(state)
         assert lifecycle.in_flight_refusal is (REFUSALS[state] or Refusal.INTERNAL)
 
@@ -60,3 +70,13 @@ def test_refusals_carry_the_contract_statuses() -> None:
     assert Refusal.RESTARTING.value.status == 503
     assert Refusal.RESTARTING.value.retry_after == 2
     assert Refusal.SESSION_NOT_FOUND.value.retry_after is None
+
+
+def test_idle_verdicts() -> None:
+    policy = IdlePolicy(session_timeout=10, paused_idle=30, running_idle=100)
+    assert idle_verdict(policy, idle=4, paused=0, running=0) == 6
+    assert idle_verdict(policy, idle=12, paused=0, running=0) is None
+    assert idle_verdict(policy, idle=12, paused=1, running=0) == 18
+    assert idle_verdict(policy, idle=31, paused=1, running=5) is None  # paused work: the paused clock alone
+    assert idle_verdict(policy, idle=50, paused=0, running=1) == 50
+    assert idle_verdict(policy, idle=101, paused=0, running=1) is None
