@@ -122,11 +122,14 @@ async def test_sessions_idle_past_retention_are_wiped(
 ) -> None:
     server = await start_server(nursery, data_dir, session_retention=0.4)
     session_id = await open_session(http, server.url)
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     with trio.fail_after(5):
-        while (
-            await post(http, server.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session_id)
-        ).status_code == 200:
+        while True:
             await trio.sleep(0.6)  # idle longer than the retention between checks
+            answer = await post(http, server.url, ping, session_id)
+            if answer.status_code != 200:
+                break
+    assert envelope(answer) == (404, -32001, "Session not found")
     assert not (data_dir / "sessions" / f"{session_id}.mdb").exists()
 
 
