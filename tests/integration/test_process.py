@@ -1,8 +1,12 @@
 """The `executor-mcp` command as users run it: announce line, signals, restarts, refusals."""
 
+import contextlib
 from pathlib import Path
 
 import httpx
+import lmdb
+import pytest
+import trio
 
 from tests.mcp_http import envelope, open_session, post
 from tests.process import run_cli, server_process
@@ -73,3 +77,50 @@ async def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         assert b"Traceback" not in result.stderr
         running.terminate()
         assert await running.wait() == 0
+
+
+@pytest.mark.slow
+async def test_sigkill_during_writes_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    created: list[str] = []
+    deleted: list[str] = []
+    async with server_process(data_dir) as doomed, httpx.AsyncClient(timeout=10) as http:
+
+        async def open_sessions() -> None:
+            with contextlib.suppress(httpx.HTTPError):
+                while True:
+                    created.append(await open_session(http, doomed.url))
+
+        async def delete_sessions() -> None:
+            with contextlib.suppress(httpx.HTTPError):
+                while True:
+                    if len(created) > len(deleted) * 2 + 1:
+                        victim = created[len(deleted) * 2]
+                        if (await http.delete(doomed.url, headers={"mcp-session-id": victim})).status_code == 200:
+                            deleted.append(victim)
+                    await trio.sleep(0.005)
+
+        async with trio.open_nursery() as writers:
+            writers.start_soon(open_sessions)
+            writers.start_soon(delete_sessions)
+            await trio.sleep(1.0)
+            doomed.kill()
+            await doomed.wait()
+            writers.cancel_scope.cancel()
+    assert len(created) > 10
+
+    for path in (data_dir / "sessions").glob("*.mdb"):
+        environment = lmdb.open(str(path), subdir=False, readonly=True, lock=False)
+        with environment.begin() as txn:
+            assert txn.get(b"meta") is not None
+        environment.close()
+
+    async with server_process(data_dir) as revived, httpx.AsyncClient(timeout=10) as http:
+        for session_id in created:
+            answer = await post(http, revived.url, PING, session_id)
+            if session_id in deleted:
+                assert envelope(answer)[:2] == (404, -32001)
+            else:
+                assert answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}, session_id
+        revived.terminate()
+        assert await revived.wait() == 0
