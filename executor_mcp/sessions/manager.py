@@ -315,11 +315,7 @@ class SessionManager:
 
     async def _make_room(self, owner: Owner) -> None:
         """Opening one more session than the cap allows evicts the account's least recently active."""
-        mine = [
-            record
-            for record in await self._control.sessions()
-            if record.owner.account_id == owner.account_id and not record.condemned
-        ]
+        mine = [record for record in await self._control.account_sessions(owner.account_id) if not record.condemned]
         excess = len(mine) + 1 - self._max_sessions
         for record in sorted(mine, key=self._activity)[: max(excess, 0)]:
             log.info("session %s evicted: account %s is at its session cap", record.session_id, owner.account_id)

@@ -21,10 +21,15 @@ CONTROL_FILE = "control.mdb"
 _MAX_DBS = 8
 
 
+def _account_key(account_id: str, session_id: str) -> bytes:
+    return account_id.encode() + b"\x00" + session_id.encode()
+
+
 class ControlPlane:
     def __init__(self, env: Environment) -> None:
         self._env = env
         self._sessions = env.database(b"sessions")
+        self._by_account = env.database(b"sessions-by-account")
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
         self._policies = env.database(b"policies")
@@ -37,7 +42,11 @@ class ControlPlane:
         await self._env.close()
 
     async def put_session(self, record: SessionRecord) -> None:
-        await self._env.write(lambda txn: txn.put(record.session_id.encode(), encode(record), db=self._sessions))
+        def _put(txn) -> None:
+            txn.put(record.session_id.encode(), encode(record), db=self._sessions)
+            txn.put(_account_key(record.owner.account_id, record.session_id), b"", db=self._by_account)
+
+        await self._env.write(_put)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         raw = await self._env.read(lambda txn: txn.get(session_id.encode(), db=self._sessions))
@@ -57,7 +66,32 @@ class ControlPlane:
         return await self._env.write(_update)
 
     async def delete_session(self, session_id: str) -> None:
-        await self._env.write(lambda txn: txn.delete(session_id.encode(), db=self._sessions))
+        def _delete(txn) -> None:
+            raw = txn.get(session_id.encode(), db=self._sessions)
+            if raw is not None:
+                record = decode(raw, SessionRecord)
+                txn.delete(_account_key(record.owner.account_id, session_id), db=self._by_account)
+                txn.delete(session_id.encode(), db=self._sessions)
+
+        await self._env.write(_delete)
+
+    async def account_sessions(self, account_id: str) -> list[SessionRecord]:
+        """One account's sessions, through the per-account index (no scan of everyone's)."""
+        prefix = _account_key(account_id, "")
+
+        def _mine(txn) -> list[SessionRecord]:
+            records = []
+            cursor = txn.cursor(db=self._by_account)
+            if cursor.set_range(prefix):
+                for key in cursor.iternext(keys=True, values=False):
+                    if not key.startswith(prefix):
+                        break
+                    raw = txn.get(key[len(prefix) :], db=self._sessions)
+                    if raw is not None:
+                        records.append(decode(raw, SessionRecord))
+            return records
+
+        return await self._env.read(_mine)
 
     async def sessions(self) -> list[SessionRecord]:
         def _all(txn) -> list[SessionRecord]:

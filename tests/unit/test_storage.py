@@ -92,3 +92,15 @@ async def test_control_plane_directory(tmp_path: Path) -> None:
     await control.delete_session("s1")
     assert await control.get_session("s1") is None
     await control.close()
+
+
+async def test_sessions_are_indexed_by_account(tmp_path: Path) -> None:
+    control = await ControlPlane.open(tmp_path)
+    for session_id, account in (("s1", "alice"), ("s2", "bob"), ("s3", "alice"), ("s4", "alic")):
+        owner = Owner(account_id=account, org_id="org")
+        await control.put_session(SessionRecord(session_id, owner, "/mcp", created_at=1.0, last_activity_at=1.0))
+    assert sorted(r.session_id for r in await control.account_sessions("alice")) == ["s1", "s3"]
+    await control.delete_session("s1")
+    assert [r.session_id for r in await control.account_sessions("alice")] == ["s3"]
+    assert [r.session_id for r in await control.account_sessions("alic")] == ["s4"]
+    await control.close()
