@@ -9,8 +9,9 @@ manager), with the refusal the lifecycle table gives for the state the session e
 import attrs
 import trio
 
+from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import Refusal, Refused
-from executor_mcp.protocol.jsonrpc import Message, Request
+from executor_mcp.protocol.jsonrpc import Message, Request, encode
 from executor_mcp.sessions.lifecycle import Event, Lifecycle, State
 from executor_mcp.sessions.streams import Call, Listener, Stream
 from executor_mcp.storage.records import SessionMeta, SessionRecord
@@ -40,6 +41,9 @@ class Session:
         self.persisted_activity = 0.0
         self.paused = 0  # executions of this session waiting for approval (a lease on the runtime)
         self.spawned = False
+        # Resumable (tools/call) streams whose answers have not been delivered yet, by stream id.
+        self.streams: dict[str, Stream] = {}
+        self._kept: set[str] = set()  # of those, the ones being written to the session file
         # A handle serves one run of the runtime, restore to exit; the manager drops it afterwards.
         self.scope = trio.CancelScope()
         self.settled = trio.Event()
@@ -93,6 +97,40 @@ class Session:
         while self.calls:
             self._drained = trio.Event()
             await self._drained.wait()
+
+    def open_stream(self, expected: int, priming: Message | None) -> Stream:
+        stream = Stream(expected, priming)
+        if priming is not None:
+            self.streams[stream.id] = stream
+        return stream
+
+    def detach(self, stream: Stream) -> None:
+        """The stream's reader left before the end: its work goes on, and its answers are kept (in memory
+        and in the session file) until a GET delivers them (at-least-once)."""
+        if self.runtime is not None and stream.id in self.streams:
+            self._kept.add(stream.id)
+            self.runtime.nursery.start_soon(self._keep, stream, self.runtime.file)
+
+    async def _keep(self, stream: Stream, file: SessionFile) -> None:
+        cursor = 0
+        while True:
+            events = await stream.read(cursor)
+            if not events:
+                break
+            stored = [(event.seq, dumps(encode(event.message))) for event in events]
+            await file.store_events(stream.id, stored, keep_from=stream.events[0].seq)
+            cursor = events[-1].seq
+        if stream.id in self.streams:
+            await file.mark_undelivered(stream.id)
+        else:
+            await file.acknowledge(stream.id)  # delivered while we were writing it down
+
+    async def delivered(self, stream_id: str, *, stored: bool = False) -> None:
+        """A reader got the stream to its end: forget it, here and (if it was written) in the file."""
+        self.streams.pop(stream_id, None)
+        if (stored or stream_id in self._kept) and self.runtime is not None:
+            self._kept.discard(stream_id)
+            await self.runtime.file.acknowledge(stream_id)
 
     def receive(self, message: Message) -> None:
         if self.runtime is not None:

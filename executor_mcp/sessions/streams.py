@@ -1,34 +1,66 @@
 """Where a session's answers go: one `Stream` per POST, one `Listener` per GET.
 
 Responses are routed per stream, never by JSON-RPC id across the session: two concurrent POSTs that
-reuse an id each get their own answer. A stream is an unbounded in-memory channel that the transport
-drains; it ends when every request it carries has been answered, either by the tool server or by a
+reuse an id each get their own answer. A stream is an append-only log of numbered events (the SSE
+event ids are `<stream id>:<seq as 16 hex digits>`), read by cursor: the POST that opened it reads it
+live, and if that connection drops, a later GET can pick the same log up after the last event id the
+client saw. It ends when every request it carries has been answered, by the tool server or by a
 refusal from the session's exit handling.
 """
 
 import contextlib
 import math
+import uuid
 
 import attrs
 import trio
 
+from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import Refused
-from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
+from executor_mcp.protocol.jsonrpc import (
+    ErrorResponse,
+    Message,
+    Request,
+    RequestId,
+    Response,
+    encode,
+    error_response,
+)
+
+# A stream keeps at most this many events, and this many bytes of them; the newest is always kept.
+MAX_EVENTS = 64
+MAX_EVENT_BYTES = 2 * 1024 * 1024
+
+
+@attrs.frozen
+class Event:
+    seq: int
+    message: Message
+    size: int = 0
 
 
 class Stream:
     """The outbound side of one POST: its requests' notifications and answers, then the end."""
 
-    def __init__(self, expected: int) -> None:
-        self._send, self._receive = trio.open_memory_channel[Message](math.inf)
-        self._pending = expected
+    def __init__(self, expected: int, priming: Message | None = None) -> None:
+        self.id = uuid.uuid4().hex
+        self.events: list[Event] = []
+        self.primed = priming is not None
         self.refused: Refused | None = None
+        self._pending = expected
+        self._seq = 0
+        self._bytes = 0
+        self._changed = trio.Event()
+        if priming is not None:
+            self._append(priming)
+
+    @property
+    def finished(self) -> bool:
+        return not self._pending
 
     def send(self, message: Message) -> None:
         if self._pending:
-            # A broken channel means the client went away and the request is being abandoned.
-            with contextlib.suppress(trio.BrokenResourceError):
-                self._send.send_nowait(message)
+            self._append(message)
 
     def answer(self, response: Response | ErrorResponse) -> None:
         self.send(response)
@@ -40,19 +72,32 @@ class Stream:
         self.send(error_response(request_id, int(refused.envelope.code), refused.message))
         self._settle_one()
 
+    async def read(self, after: int) -> list[Event]:
+        """The events after `after`, waiting for one if there is none yet; [] once finished and read."""
+        while True:
+            fresh = [event for event in self.events if event.seq > after]
+            if fresh or self.finished:
+                return fresh
+            changed = self._changed
+            await changed.wait()
+
+    def _append(self, message: Message) -> None:
+        size = len(dumps(encode(message)))
+        self._seq += 1
+        self.events.append(Event(self._seq, message, size))
+        self._bytes += size
+        while len(self.events) > 1 and (len(self.events) > MAX_EVENTS or self._bytes > MAX_EVENT_BYTES):
+            self._bytes -= self.events.pop(0).size
+        self._wake()
+
     def _settle_one(self) -> None:
         self._pending -= 1
         if not self._pending:
-            self._send.close()
+            self._wake()
 
-    def __aiter__(self) -> "Stream":
-        return self
-
-    async def __anext__(self) -> Message:
-        try:
-            return await self._receive.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
 
 
 @attrs.define(eq=False)

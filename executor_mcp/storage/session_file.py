@@ -1,4 +1,5 @@
-"""A session's own LMDB file: its meta, the initialize request it was opened with, its activity.
+"""A session's own LMDB file: its meta, the initialize request it was opened with, its activity, and
+the events of answers whose connection went away before they were delivered.
 
 One environment per session keeps a session's data, its growth and its deletion independent of every
 other session: wiping a session is closing one environment and unlinking two files.
@@ -13,6 +14,8 @@ from executor_mcp.storage.records import SessionMeta, decode, encode
 _META = b"meta"
 _INITIALIZE = b"initialize"
 _LAST_ACTIVITY = b"last-activity"
+_EVENT = b"event:"
+_UNDELIVERED = b"undelivered:"
 
 
 class MissingSessionFile(Exception):
@@ -68,3 +71,72 @@ class SessionFile:
     @staticmethod
     def wipe(path: Path) -> None:
         remove_files(path)
+
+    # -- the event store: answers whose POST connection went away, kept until a GET delivers them ----
+
+    async def store_events(self, stream_id: str, events: list[tuple[int, bytes]], keep_from: int) -> None:
+        """Write events of a stream, and drop its stored events older than `keep_from` (the caps)."""
+        prefix = _EVENT + stream_id.encode() + b":"
+
+        def _store(txn) -> None:
+            for seq, raw in events:
+                txn.put(prefix + _seq(seq), raw)
+            cursor = txn.cursor()
+            if cursor.set_range(prefix):
+                while cursor.key().startswith(prefix) and cursor.key() < prefix + _seq(keep_from):
+                    if not cursor.delete():
+                        break
+
+        await self._env.write(_store)
+
+    async def mark_undelivered(self, stream_id: str) -> None:
+        await self._env.write(lambda txn: txn.put(_UNDELIVERED + stream_id.encode(), b""))
+
+    async def undelivered(self) -> list[tuple[str, list[tuple[int, bytes]]]]:
+        """Every finished stream not yet delivered, with its stored events in order."""
+
+        def _scan(txn) -> list[tuple[str, list[tuple[int, bytes]]]]:
+            streams = []
+            cursor = txn.cursor()
+            if cursor.set_range(_UNDELIVERED):
+                for key in cursor.iternext(keys=True, values=False):
+                    if not key.startswith(_UNDELIVERED):
+                        break
+                    stream_id = key[len(_UNDELIVERED) :].decode()
+                    streams.append((stream_id, _events(txn, stream_id, 0)))
+            return streams
+
+        return await self._env.read(_scan)
+
+    async def events_after(self, stream_id: str, seq: int) -> list[tuple[int, bytes]]:
+        return await self._env.read(lambda txn: _events(txn, stream_id, seq))
+
+    async def acknowledge(self, stream_id: str) -> None:
+        """The stream was delivered: forget its events and its undelivered mark."""
+        prefix = _EVENT + stream_id.encode() + b":"
+
+        def _forget(txn) -> None:
+            txn.delete(_UNDELIVERED + stream_id.encode())
+            cursor = txn.cursor()
+            if cursor.set_range(prefix):
+                while cursor.key().startswith(prefix):
+                    if not cursor.delete():
+                        break
+
+        await self._env.write(_forget)
+
+
+def _seq(seq: int) -> bytes:
+    return f"{seq:016x}".encode()
+
+
+def _events(txn, stream_id: str, after: int) -> list[tuple[int, bytes]]:
+    prefix = _EVENT + stream_id.encode() + b":"
+    found = []
+    cursor = txn.cursor()
+    if cursor.set_range(prefix + _seq(after + 1)):
+        for key, value in cursor:
+            if not key.startswith(prefix):
+                break
+            found.append((int(key[len(prefix) :], 16), bytes(value)))
+    return found

@@ -1,6 +1,7 @@
 """Requests in flight when their session ends are answered with JSON-RPC errors, never dropped."""
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -150,17 +151,54 @@ async def test_shutdown_lets_calls_finish_within_grace_and_refuses_new_work(
     assert not probe.cancelled.is_set()
 
 
-async def test_client_disconnect_cancels_the_work(
+async def test_a_dropped_call_keeps_running_and_is_delivered_on_the_next_get(
     probed: ServerUnderTest, probe: Probe, http: httpx.AsyncClient
 ) -> None:
+    """At-least-once: the client leaves mid-call, the work goes on, a later GET replays the answer."""
     session_id = await open_session(http, probed.url)
     with trio.move_on_after(0.5):
-        await post(http, probed.url, call_body(1, "wait"), session_id)
+        await post(http, probed.url, call_body("kept", "wait"), session_id)
+    assert probe.started.is_set()
+    probe.release.set()
+    await trio.sleep(0.2)
+    assert not probe.cancelled.is_set()
+
+    listen = {"accept": "text/event-stream", "mcp-session-id": session_id}
     with trio.fail_after(5):
-        await probe.cancelled.wait()
-    # The session itself is unharmed.
-    after = await post(http, probed.url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, session_id)
-    assert after.json()["result"] == {}
+        replay = await http.get(probed.url, headers=listen)
+    assert replay.text.endswith(": replay-complete\n\n")
+    answers = [m for m in sse_messages(replay.text) if "id" in m]
+    assert answers == [
+        {
+            "jsonrpc": "2.0",
+            "id": "kept",
+            "result": {"content": [{"type": "text", "text": "released"}], "isError": False},
+        }
+    ]
+    assert re.search(r"^id: [0-9a-f]{32}:0000000000000002$", replay.text, re.M)
+    # Delivered now: the next listen stream has nothing to replay and stays open.
+    with trio.move_on_after(0.5) as waited:
+        async with http.stream("GET", probed.url, headers=listen) as quiet:
+            assert quiet.status_code == 200
+            async for _ in quiet.aiter_bytes():
+                raise AssertionError("nothing should be replayed twice")
+    assert waited.cancelled_caught
+
+
+async def test_tool_calls_are_primed_and_numbered(probed: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    session_id = await open_session(http, probed.url)
+    response = await post(http, probed.url, call_body(1, "echo", text="hi"), session_id)
+    frames = [frame for frame in response.text.split("\n\n") if frame]
+    assert frames[0].startswith("event: mcp-priming\nid: ")
+    priming = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "debug", "data": "mcp-stream-priming"},
+    }
+    assert json.loads(frames[0].split("data: ", 1)[1]) == priming
+    stream_id = frames[0].split("\n")[1].removeprefix("id: ").rsplit(":", 1)[0]
+    assert frames[0].split("\n")[1] == f"id: {stream_id}:0000000000000001"
+    assert frames[1].startswith(f"event: message\nid: {stream_id}:0000000000000002\n")
 
 
 async def test_colliding_request_ids_are_routed_per_stream(probed: ServerUnderTest, http: httpx.AsyncClient) -> None:
