@@ -139,11 +139,12 @@ def idle_verdict(policy: IdlePolicy, idle: float, paused: int, running: int) -> 
     """Seconds until the runtime should be looked at again, or None to dispose of it now.
 
     Paused work is judged on the paused clock alone: the paused request itself leaves work "running".
+    A lease is looked at again at least every `session_timeout`, since the work holding it may end.
     """
     if idle < policy.session_timeout:
         return policy.session_timeout - idle
     if paused:
-        return policy.paused_idle - idle if idle < policy.paused_idle else None
+        return min(policy.paused_idle - idle, policy.session_timeout) if idle < policy.paused_idle else None
     if running:
-        return policy.running_idle - idle if idle < policy.running_idle else None
+        return min(policy.running_idle - idle, policy.session_timeout) if idle < policy.running_idle else None
     return None

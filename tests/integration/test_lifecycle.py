@@ -10,6 +10,7 @@ import trio
 
 from tests.conftest import ServerUnderTest, start_server
 from tests.mcp_http import envelope, headers, open_session, post, sse_messages
+from tests.relay import SeveringRelay
 from tests.sdk import connect, text_of
 from tests.tools import call_body
 
@@ -199,3 +200,34 @@ async def test_the_restart_envelope_then_a_retry_after_the_delay_succeeds(
     second = await start_server(nursery, data_dir)
     retried = await http.post(second.url, content=refused.request.content, headers=headers(session_id))
     assert retried.status_code == 200
+
+
+@pytest.mark.slow
+async def test_the_sdk_client_resumes_a_severed_call_and_gets_its_result(server: ServerUnderTest, nursery) -> None:
+    """The stream of a running execute is cut mid-call; the stock client reconnects with Last-Event-ID."""
+    relay = SeveringRelay(target_port=int(server.running.url.rsplit(":", 1)[1]))
+    await relay.start(nursery)
+    async with connect(relay.url, mode="legacy") as (client, _):
+        code = "await new Promise((resolve) => setTimeout(resolve, 2000)); return 'survived the cut';"
+        with trio.fail_after(20):
+            result = await client.call_tool("execute", {"code": code})
+    assert relay.severed.is_set()
+    assert text_of(result) == "survived the cut"
+
+
+async def test_an_undelivered_answer_survives_idle_disposal(
+    quick: ServerUnderTest, http: httpx.AsyncClient, data_dir: Path
+) -> None:
+    """A dropped POST's answer is written to the session file, so a GET after a restore still gets it."""
+    session_id = await open_session(http, quick.url)
+    code = "await new Promise((resolve) => setTimeout(resolve, 400)); return 'kept on disk';"
+    with trio.move_on_after(0.2):
+        await post(http, quick.url, call_body("late", "execute", code=code), session_id)
+    with trio.fail_after(5):
+        while session_file_open(data_dir, session_id):  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    listen = {"accept": "text/event-stream", "mcp-session-id": session_id}
+    replay = await http.get(quick.url, headers=listen)
+    answers = [message for message in sse_messages(replay.text) if message.get("id") == "late"]
+    assert answers[0]["result"]["content"][0]["text"] == "kept on disk"
+    assert replay.text.endswith(": replay-complete\n\n")

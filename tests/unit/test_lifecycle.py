@@ -76,7 +76,9 @@ def test_idle_verdicts() -> None:
     policy = IdlePolicy(session_timeout=10, paused_idle=30, running_idle=100)
     assert idle_verdict(policy, idle=4, paused=0, running=0) == 6
     assert idle_verdict(policy, idle=12, paused=0, running=0) is None
-    assert idle_verdict(policy, idle=12, paused=1, running=0) == 18
+    assert idle_verdict(policy, idle=12, paused=1, running=0) == 10  # looked at again within a timeout
+    assert idle_verdict(policy, idle=25, paused=1, running=0) == 5
     assert idle_verdict(policy, idle=31, paused=1, running=5) is None  # paused work: the paused clock alone
-    assert idle_verdict(policy, idle=50, paused=0, running=1) == 50
+    assert idle_verdict(policy, idle=50, paused=0, running=1) == 10
+    assert idle_verdict(policy, idle=95, paused=0, running=1) == 5
     assert idle_verdict(policy, idle=101, paused=0, running=1) is None
