@@ -1,8 +1,10 @@
 """The GET listen stream: opens at once, is superseded by a newer one, and ends with its session."""
 
 import httpx
+import pytest
 import trio
 
+from executor_mcp.transport import endpoint
 from tests.conftest import ServerUnderTest
 from tests.mcp_http import open_session
 
@@ -45,3 +47,16 @@ async def test_shutdown_ends_the_listen_stream(server: ServerUnderTest, http: ht
             server.running.stop.set()
             assert await _read_until_closed(stream) == ""
             await server.done.wait()
+
+
+async def test_keepalives_then_rotation_at_the_maximum_age(
+    server: ServerUnderTest, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(endpoint, "KEEPALIVE_SECONDS", 0.2)
+    monkeypatch.setattr(endpoint, "LISTEN_MAX_AGE", 0.7)
+    session_id = await open_session(http, server.url)
+    async with http.stream("GET", server.url, headers={**LISTEN, "mcp-session-id": session_id}) as stream:
+        with trio.fail_after(5):
+            body = await _read_until_closed(stream)
+    assert body.startswith(": keepalive\n\n: keepalive\n\n")
+    assert body.endswith(": max-age rotation, reconnect\n\n")
