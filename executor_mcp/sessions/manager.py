@@ -315,6 +315,8 @@ class SessionManager:
 
     async def _make_room(self, owner: Owner) -> None:
         """Opening one more session than the cap allows evicts the account's least recently active."""
+        if await self._control.account_session_count(owner.account_id) < self._max_sessions:
+            return
         mine = [record for record in await self._control.account_sessions(owner.account_id) if not record.condemned]
         excess = len(mine) + 1 - self._max_sessions
         for record in sorted(mine, key=self._activity)[: max(excess, 0)]:

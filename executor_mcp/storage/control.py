@@ -30,6 +30,7 @@ class ControlPlane:
         self._env = env
         self._sessions = env.database(b"sessions")
         self._by_account = env.database(b"sessions-by-account")
+        self._account_counts = env.database(b"session-counts")
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
         self._policies = env.database(b"policies")
@@ -43,8 +44,11 @@ class ControlPlane:
 
     async def put_session(self, record: SessionRecord) -> None:
         def _put(txn) -> None:
+            known = txn.get(record.session_id.encode(), db=self._sessions) is not None
             txn.put(record.session_id.encode(), encode(record), db=self._sessions)
             txn.put(_account_key(record.owner.account_id, record.session_id), b"", db=self._by_account)
+            if not known:
+                self._count(txn, record.owner.account_id, +1)
 
         await self._env.write(_put)
 
@@ -72,8 +76,17 @@ class ControlPlane:
                 record = decode(raw, SessionRecord)
                 txn.delete(_account_key(record.owner.account_id, session_id), db=self._by_account)
                 txn.delete(session_id.encode(), db=self._sessions)
+                self._count(txn, record.owner.account_id, -1)
 
         await self._env.write(_delete)
+
+    def _count(self, txn, account_id: str, change: int) -> None:
+        raw = txn.get(account_id.encode(), db=self._account_counts)
+        txn.put(account_id.encode(), str(max(int(raw or 0) + change, 0)).encode(), db=self._account_counts)
+
+    async def account_session_count(self, account_id: str) -> int:
+        raw = await self._env.read(lambda txn: txn.get(account_id.encode(), db=self._account_counts))
+        return int(raw or 0)
 
     async def account_sessions(self, account_id: str) -> list[SessionRecord]:
         """One account's sessions, through the per-account index (no scan of everyone's)."""

@@ -100,7 +100,11 @@ async def test_sessions_are_indexed_by_account(tmp_path: Path) -> None:
         owner = Owner(account_id=account, org_id="org")
         await control.put_session(SessionRecord(session_id, owner, "/mcp", created_at=1.0, last_activity_at=1.0))
     assert sorted(r.session_id for r in await control.account_sessions("alice")) == ["s1", "s3"]
+    assert await control.account_session_count("alice") == 2
+    await control.delete_session("s1")
     await control.delete_session("s1")
     assert [r.session_id for r in await control.account_sessions("alice")] == ["s3"]
+    assert await control.account_session_count("alice") == 1
+    assert await control.account_session_count("nobody") == 0
     assert [r.session_id for r in await control.account_sessions("alic")] == ["s4"]
     await control.close()
