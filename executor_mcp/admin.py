@@ -1,4 +1,4 @@
-"""Admin commands (`orgs`, `keys`, `policies`) on a data dir, also while a server runs on it.
+"""Admin commands (`orgs`, `keys`, `policies`, `sessions`) on a data dir, also while a server runs on it.
 
 LMDB is multi-process.
 
@@ -6,6 +6,7 @@ Each opens the control plane, does one thing, closes it; the server sees the cha
 (an org revocation on the org's next request, a key revocation on the key's next use).
 """
 
+import json
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from executor_mcp.auth.api_keys import digest, new_api_key
+from executor_mcp.codec import converter
 from executor_mcp.policies.model import Owner as PolicyOwner
 from executor_mcp.policies.service import (
     Policies,
@@ -23,8 +25,10 @@ from executor_mcp.policies.service import (
     parse_pattern,
     parse_position,
 )
+from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import ApiKeyRecord, Owner
+from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 
 
 @asynccontextmanager
@@ -122,4 +126,45 @@ async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, p
             print(f"executor-mcp: error: {exc}", file=sys.stderr)
             return 1
     print(f"removed policy {policy_id}", file=sys.stderr)
+    return 0
+
+
+async def sessions_list(data_dir: Path) -> int:
+    async with _control_plane(data_dir) as control:
+        for record in sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True):
+            state = "condemned" if record.condemned else "stored"
+            print(
+                f"{record.session_id}\t{state}\taccount {record.owner.account_id}\torg {record.owner.org_id}"
+                f"\t{record.resource}\tcreated {_when(record.created_at)}\tactive {_when(record.last_activity_at)}"
+            )
+    return 0
+
+
+async def sessions_show(data_dir: Path, session_id: str) -> int:
+    async with _control_plane(data_dir) as control:
+        record = await control.get_session(session_id)
+    if record is None:
+        print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
+        return 1
+    shown: dict[str, object] = {"directory": converter.unstructure(record)}
+    try:
+        file = await SessionFile.open(SessionFile.path_for(data_dir / SESSIONS_DIR, session_id))
+    except MissingSessionFile:
+        shown["meta"] = None
+    else:
+        try:
+            shown["meta"] = converter.unstructure(await file.meta())
+        finally:
+            await file.close()
+    print(json.dumps(shown, indent=2))
+    return 0
+
+
+async def sessions_terminate(data_dir: Path, session_id: str) -> int:
+    async with _control_plane(data_dir) as control:
+        found = await control.request_termination(session_id, time.time())
+    if not found:
+        print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
+        return 1
+    print(f"terminated session {session_id}", file=sys.stderr)
     return 0

@@ -70,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("policy_id")
         _add_options(command, _DATA_OPTIONS)
 
+    sessions = commands.add_parser("sessions", help="list, show or terminate sessions")
+    session_actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _add_options(session_actions.add_parser("list", help="stored sessions, most recently active first"), _DATA_OPTIONS)
+    for action, summary in (("show", "one session's directory entry and meta"), ("terminate", "end a session")):
+        command = session_actions.add_parser(action, help=summary)
+        command.add_argument("session_id")
+        _add_options(command, _DATA_OPTIONS)
+
     # How the single binary re-executes itself as a sandbox worker; not for people.
     commands.add_parser("sandbox-worker")
     return parser
@@ -113,6 +121,12 @@ def _admin(args: argparse.Namespace, settings: Settings):
             return partial(
                 admin.policies_add, data_dir, args.org, args.user, args.pattern, args.policy_action, args.position
             )
+        case "sessions", "list":
+            return partial(admin.sessions_list, data_dir)
+        case "sessions", "show":
+            return partial(admin.sessions_show, data_dir, args.session_id)
+        case "sessions", "terminate":
+            return partial(admin.sessions_terminate, data_dir, args.session_id)
         case "policies", "remove":
             return partial(admin.policies_remove, data_dir, args.org, args.user, args.policy_id)
         case _:

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 SESSIONS_DIR = "sessions"
 # In-memory activity is exact; the stored copy (for retention and cross-restart ordering) is coarser.
 ACTIVITY_PERSIST_INTERVAL = 5.0
+# How often admin termination requests are looked for (the teardown bound is 3 s).
+TERMINATION_POLL = 1.0
 # Bound on waiting for session tasks to finish their exit handling at shutdown.
 EXIT_HANDLING_BOUND = 5.0
 
@@ -86,6 +88,7 @@ class SessionManager:
         await self._finish_condemned()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            nursery.start_soon(self._serve_termination_requests)
             task_status.started()
             await self._sweep_forever()
 
@@ -322,6 +325,14 @@ class SessionManager:
         for record in sorted(mine, key=self._activity)[: max(excess, 0)]:
             log.info("session %s evicted: account %s is at its session cap", record.session_id, owner.account_id)
             await self.evict(record.session_id)
+
+    async def _serve_termination_requests(self) -> None:
+        """`executor-mcp sessions terminate` from another process: end those sessions here too."""
+        while True:
+            for session_id in await self._control.take_termination_requests():
+                log.info("session %s terminated by an admin command", session_id)
+                await self.evict(session_id)
+            await trio.sleep(TERMINATION_POLL)
 
     async def _sweep_forever(self) -> None:
         """Wipe stored sessions idle past the retention period."""

@@ -31,6 +31,7 @@ class ControlPlane:
         self._sessions = env.database(b"sessions")
         self._by_account = env.database(b"sessions-by-account")
         self._account_counts = env.database(b"session-counts")
+        self._terminations = env.database(b"termination-requests")
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
         self._policies = env.database(b"policies")
@@ -105,6 +106,32 @@ class ControlPlane:
             return records
 
         return await self._env.read(_mine)
+
+    async def request_termination(self, session_id: str, at: float) -> bool:
+        """Condemn a session from outside the server (admin): mark it, and leave a request the running
+        server picks up. False if there is no such session."""
+
+        def _request(txn) -> bool:
+            raw = txn.get(session_id.encode(), db=self._sessions)
+            if raw is None:
+                return False
+            record = attrs.evolve(decode(raw, SessionRecord), condemned=True)
+            txn.put(session_id.encode(), encode(record), db=self._sessions)
+            txn.put(session_id.encode(), str(at).encode(), db=self._terminations)
+            return True
+
+        return await self._env.write(_request)
+
+    async def take_termination_requests(self) -> list[str]:
+        def _take(txn) -> list[str]:
+            ids = [key.decode() for key, _ in txn.cursor(db=self._terminations)]
+            for session_id in ids:
+                txn.delete(session_id.encode(), db=self._terminations)
+            return ids
+
+        if not await self._env.read(lambda txn: txn.stat(self._terminations)["entries"]):
+            return []
+        return await self._env.write(_take)
 
     async def sessions(self) -> list[SessionRecord]:
         def _all(txn) -> list[SessionRecord]:

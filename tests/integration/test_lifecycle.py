@@ -1,5 +1,6 @@
 """A session id under fire: idle disposal and restore, races, eviction, retention, teardown storms."""
 
+import json
 import os
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import trio
 
 from tests.conftest import ServerUnderTest, start_server
 from tests.mcp_http import envelope, headers, open_session, post, sse_messages
+from tests.process import run_cli
 from tests.relay import SeveringRelay
 from tests.sdk import connect, text_of
 from tests.tools import call_body
@@ -231,3 +233,28 @@ async def test_an_undelivered_answer_survives_idle_disposal(
     answers = [message for message in sse_messages(replay.text) if message.get("id") == "late"]
     assert answers[0]["result"]["content"][0]["text"] == "kept on disk"
     assert replay.text.endswith(": replay-complete\n\n")
+
+
+async def test_sessions_admin_commands_work_beside_a_running_server(
+    server: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    data_dir = str(server.running.data_dir)
+    session_id = await open_session(http, server.url)
+    listed = await run_cli("sessions", "list", "--data-dir", data_dir)
+    assert f"{session_id}\tstored\taccount local\torg local\t/mcp".encode() in listed.stdout
+    shown = await run_cli("sessions", "show", session_id, "--data-dir", data_dir)
+    details = json.loads(shown.stdout)
+    assert details["directory"]["session_id"] == session_id
+    assert details["meta"]["client_info"] == {"name": "tests", "version": "0"}
+
+    terminated = await run_cli("sessions", "terminate", session_id, "--data-dir", data_dir)
+    assert terminated.returncode == 0, terminated.stderr
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    with trio.fail_after(3):  # the teardown bound
+        while True:
+            answer = await post(http, server.url, ping, session_id)
+            if answer.status_code == 404 and answer.json()["error"]["message"] == "Session not found":
+                break
+            await trio.sleep(0.1)
+    missing = await run_cli("sessions", "terminate", session_id, "--data-dir", data_dir)
+    assert missing.returncode == 1
