@@ -154,6 +154,9 @@ async def sessions_show(data_dir: Path, session_id: str) -> int:
     else:
         try:
             shown["meta"] = converter.unstructure(await file.meta())
+            shown["last_activity"] = _when(await file.last_activity())
+            initialize = await file.initialize_request()
+            shown["initialize_request"] = json.loads(initialize) if initialize else None
         finally:
             await file.close()
     print(json.dumps(shown, indent=2))

@@ -9,7 +9,6 @@ MAX_AGE_ROTATION = b": max-age rotation, reconnect\n\n"
 # The first event of every tools/call stream: it carries an event id before any result exists, so a
 # client whose connection drops mid-call knows it can resume (upstream §2.7, "priming events").
 PRIMING = Notification(method="notifications/message", params={"level": "debug", "data": "mcp-stream-priming"})
-LISTEN_STREAM_ID = "_GET_stream"
 
 
 def event_id(stream_id: str, seq: int) -> str:

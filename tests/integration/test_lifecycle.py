@@ -246,6 +246,7 @@ async def test_sessions_admin_commands_work_beside_a_running_server(
     details = json.loads(shown.stdout)
     assert details["directory"]["session_id"] == session_id
     assert details["meta"]["client_info"] == {"name": "tests", "version": "0"}
+    assert details["initialize_request"]["method"] == "initialize"
 
     terminated = await run_cli("sessions", "terminate", session_id, "--data-dir", data_dir)
     assert terminated.returncode == 0, terminated.stderr
