@@ -51,7 +51,9 @@ async def _sessions(http: httpx.AsyncClient, url: str, count: int) -> tuple[list
 
 async def main(requests: int, sessions: int) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
-        settings = Settings(host="127.0.0.1", port=0, data_dir=Path(data_dir), log_level="warning")
+        settings = Settings(
+            host="127.0.0.1", port=0, data_dir=Path(data_dir), log_level="warning", max_sessions_per_user=sessions + 1
+        )
         async with trio.open_nursery() as nursery:
             running: Running = await nursery.start(partial(serve, settings))
             url = running.mcp_url
