@@ -19,6 +19,8 @@ from executor_mcp.storage.session_file import SessionFile
 from executor_mcp.toolserver.server import ToolServer
 
 SUPERSEDED_COMMENT = "superseded by a newer stream"
+# Undelivered finished streams kept in memory per session; older ones are replayed from the file.
+MAX_KEPT_IN_MEMORY = 32
 
 
 @attrs.define(eq=False)
@@ -43,7 +45,7 @@ class Session:
         self.spawned = False
         # Resumable (tools/call) streams whose answers have not been delivered yet, by stream id.
         self.streams: dict[str, Stream] = {}
-        self._kept: set[str] = set()  # of those, the ones being written to the session file
+        self._kept: set[str] = set()  # undelivered streams written (or being written) to the session file
         # A handle serves one run of the runtime, restore to exit; the manager drops it afterwards.
         self.scope = trio.CancelScope()
         self.settled = trio.Event()
@@ -110,6 +112,9 @@ class Session:
         if self.runtime is not None and stream.id in self.streams:
             self._kept.add(stream.id)
             self.runtime.nursery.start_soon(self._keep, stream, self.runtime.file)
+            finished = [kept for kept in self.streams.values() if kept.finished and kept.id in self._kept]
+            for oldest in finished[: max(len(finished) - MAX_KEPT_IN_MEMORY, 0)]:
+                del self.streams[oldest.id]  # still in the session file, replayed from there
 
     async def _keep(self, stream: Stream, file: SessionFile) -> None:
         cursor = 0
@@ -120,7 +125,7 @@ class Session:
             stored = [(event.seq, dumps(encode(event.message))) for event in events]
             await file.store_events(stream.id, stored, keep_from=stream.events[0].seq)
             cursor = events[-1].seq
-        if stream.id in self.streams:
+        if stream.id in self._kept:
             await file.mark_undelivered(stream.id)
         else:
             await file.acknowledge(stream.id)  # delivered while we were writing it down
@@ -128,8 +133,9 @@ class Session:
     async def delivered(self, stream_id: str, *, stored: bool = False) -> None:
         """A reader got the stream to its end: forget it, here and (if it was written) in the file."""
         self.streams.pop(stream_id, None)
-        if (stored or stream_id in self._kept) and self.runtime is not None:
-            self._kept.discard(stream_id)
+        was_kept = stream_id in self._kept
+        self._kept.discard(stream_id)
+        if (stored or was_kept) and self.runtime is not None:
             await self.runtime.file.acknowledge(stream_id)
 
     def receive(self, message: Message) -> None:

@@ -9,6 +9,7 @@ import pytest
 import trio
 from mcp import MCPError
 
+from executor_mcp.sessions.session import MAX_KEPT_IN_MEMORY
 from tests.conftest import ServerUnderTest, start_server
 from tests.mcp_http import envelope, headers, initialize_body, open_session, post, sse_messages
 from tests.sdk import connect
@@ -215,3 +216,18 @@ async def test_colliding_request_ids_are_routed_per_stream(probed: ServerUnderTe
     for text in ("slow", "fast"):
         assert [m["result"]["content"][0]["text"] for m in results[text]] == [text]
         assert results[text][0]["id"] == 1
+
+
+@pytest.mark.slow
+async def test_many_dropped_calls_are_all_replayed(probed: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    """More undelivered streams than a session keeps in memory: the rest come back from the session file."""
+    session_id = await open_session(http, probed.url)
+    dropped = [f"dropped-{index}" for index in range(MAX_KEPT_IN_MEMORY + 4)]
+    for request_id in dropped:
+        with trio.move_on_after(0.05):
+            await post(http, probed.url, call_body(request_id, "echo", text=request_id, delay=0.2), session_id)
+    await trio.sleep(1.0)  # every call finishes and is written down
+    listen = {"accept": "text/event-stream", "mcp-session-id": session_id}
+    replay = await http.get(probed.url, headers=listen)
+    answered = {m["id"]: m["result"]["content"][0]["text"] for m in sse_messages(replay.text) if "id" in m}
+    assert answered == {request_id: request_id for request_id in dropped}
