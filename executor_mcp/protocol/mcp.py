@@ -54,18 +54,16 @@ class CallToolParams:
     meta: JsonObject | None = None
 
 
-converter.register_structure_hook(
-    InitializeParams,
-    make_dict_structure_fn(
-        InitializeParams,
-        converter,
-        protocol_version=override(rename="protocolVersion"),
-        client_info=override(rename="clientInfo"),
-    ),
-)
-converter.register_structure_hook(
-    CallToolParams, make_dict_structure_fn(CallToolParams, converter, meta=override(rename="_meta"))
-)
+# Attribute names that differ on the wire; one table serves the hooks and the error messages.
+WIRE_NAMES = {"protocol_version": "protocolVersion", "client_info": "clientInfo", "meta": "_meta"}
+
+
+def _renamed(cls: type[Any], *names: str) -> Any:
+    return make_dict_structure_fn(cls, converter, **{name: override(rename=WIRE_NAMES[name]) for name in names})
+
+
+converter.register_structure_hook(InitializeParams, _renamed(InitializeParams, "protocol_version", "client_info"))
+converter.register_structure_hook(CallToolParams, _renamed(CallToolParams, "meta"))
 converter.register_unstructure_hook(
     Tool,
     make_dict_unstructure_fn(
@@ -79,7 +77,17 @@ def structure_params(params: JsonObject | None, cls: type[Any]) -> Any:
     try:
         return converter.structure(params or {}, cls)
     except cattrs.BaseValidationError as exc:
-        raise RpcError(Code.INVALID_PARAMS, "Invalid params", cattrs.transform_error(exc, path="$.params")) from None
+        problems = [_wire_path(line) for line in cattrs.transform_error(exc, path="$.params")]
+        raise RpcError(Code.INVALID_PARAMS, "Invalid params", problems) from None
+
+
+def _wire_path(problem: str) -> str:
+    """cattrs names attributes in its paths; a client should read the field names it sent."""
+    description, separator, path = problem.rpartition(" @ ")
+    if not separator:
+        return problem
+    segments = [WIRE_NAMES.get(segment, segment) for segment in path.split(".")]
+    return f"{description} @ {'.'.join(segments)}"
 
 
 def negotiate_version(requested: str) -> str:

@@ -101,7 +101,16 @@ def test_params_are_not_coerced() -> None:
 def test_initialize_params_need_client_info() -> None:
     with pytest.raises(RpcError) as caught:
         structure_params({"protocolVersion": "2025-06-18", "capabilities": {}}, InitializeParams)
-    assert any("required field missing" in line for line in caught.value.data)
+    assert caught.value.data == ["required field missing @ $.params.clientInfo"]
+
+
+def test_problems_name_the_fields_as_sent() -> None:
+    with pytest.raises(RpcError) as caught:
+        structure_params({"protocolVersion": 1, "capabilities": {}, "clientInfo": {"name": "c"}}, InitializeParams)
+    assert sorted(caught.value.data) == [
+        "invalid value for type, expected str @ $.params.protocolVersion",
+        "required field missing @ $.params.clientInfo.version",
+    ]
 
 
 def test_version_negotiation() -> None:
