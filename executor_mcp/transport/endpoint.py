@@ -6,12 +6,10 @@ the session itself (which may restore, or refuse by its lifecycle state). Only a
 a request reach the session's tool server.
 
 Answers: `initialize` and plain requests as `application/json`; a POST carrying `tools/call` as a
-`text/event-stream` (the client must accept both); notifications and responses alone as 202. The
-stream generators hold no nurseries or cancel scopes around a `yield`: they only drain the session's
-channels, and every request on them is guaranteed an answer by the session's exit handling.
+`text/event-stream` (the client must accept both; see `streaming.py`); notifications and responses
+alone as 202.
 """
 
-import contextlib
 import logging
 import secrets
 
@@ -54,27 +52,16 @@ from executor_mcp.protocol.mcp import (
 )
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
-from executor_mcp.sessions.streams import Call, Comment, Listener, Stream
+from executor_mcp.sessions.streams import Call, Stream
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.policies_api import PoliciesApi
-from executor_mcp.transport.sse import (
-    KEEPALIVE,
-    MAX_AGE_ROTATION,
-    PRIMING,
-    REPLAY_COMPLETE,
-    comment,
-    event_id,
-    message_event,
-    parse_event_id,
-    raw_event,
-)
+from executor_mcp.transport.sse import PRIMING, parse_event_id
+from executor_mcp.transport.streaming import listen_events, stream_events
 
 log = logging.getLogger(__name__)
 
 RESOURCE = MCP_PATH
-KEEPALIVE_SECONDS = 25.0
-LISTEN_MAX_AGE = 30 * 60.0
 STREAMING_METHODS = frozenset({"tools/call"})
 _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
 
@@ -140,7 +127,7 @@ class McpEndpoint:
         stream = session.open_stream(len(requests), PRIMING if streaming else None)
         calls = [session.start_call(r, stream) for r in requests]
         if streaming:
-            return _event_stream(_stream_events(session, stream, calls))
+            return _event_stream(stream_events(session, stream, calls))
         return await self._json_answer(session, stream, calls, batch)
 
     async def _initialize(self, message: Request, raw: bytes, principal: Principal) -> Response:
@@ -176,7 +163,7 @@ class McpEndpoint:
         rules.protocol_version(request.headers)
         session = await self._manager.acquire(session_id, principal, RESOURCE)
         resume_from = parse_event_id(request.headers.get("last-event-id", ""))
-        return _event_stream(_listen_events(session, session.listen(), resume_from))
+        return _event_stream(listen_events(session, session.listen(), resume_from))
 
     async def _delete(self, principal: Principal) -> Response:
         session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
@@ -184,103 +171,6 @@ class McpEndpoint:
             session = await self._manager.acquire(session_id, principal, RESOURCE, activity=False)
             await self._manager.terminate(session)
         return _empty(200)
-
-
-async def _stream_events(session: Session, stream: Stream, calls: list[Call]):
-    """A POST's answers as they come. If the client leaves before the end, a resumable stream's work goes
-    on and its answers wait for a GET (at-least-once); anything else is abandoned."""
-    cursor, complete = 0, False
-    try:
-        while events := await stream.read(cursor):
-            for event in events:
-                kind = "mcp-priming" if stream.primed and event.seq == 1 else "message"
-                yield message_event(event.message, event_id(stream.id, event.seq), kind)
-            cursor = events[-1].seq
-        complete = True
-    finally:
-        if complete:
-            with trio.CancelScope(shield=True):
-                await session.delivered(stream.id)
-        elif stream.id in session.streams:
-            session.detach(stream)
-        else:
-            session.abandon(calls)
-
-
-async def _listen_events(session: Session, listener: Listener, resume_from: tuple[str, int] | None):
-    """The GET stream: first what a dropped POST left undelivered (then `: replay-complete` and close, so
-    the client reconnects to listen); otherwise server-initiated messages, keepalives, and a close after
-    the maximum age so stalled clients do not pin the session forever."""
-    try:
-        replayed = False
-        async with contextlib.aclosing(_replay(session, resume_from)) as frames:
-            async for frame, stream_id, stored in frames:
-                if frame is None:
-                    with trio.CancelScope(shield=True):
-                        await session.delivered(stream_id, stored=stored)
-                else:
-                    replayed = True
-                    yield frame
-        if replayed:
-            yield REPLAY_COMPLETE
-            return
-        closes_at = trio.current_time() + LISTEN_MAX_AGE
-        while True:
-            timed_out = True
-            with trio.move_on_after(min(KEEPALIVE_SECONDS, max(closes_at - trio.current_time(), 0))):
-                item = await listener.receive()
-                timed_out = False
-            if timed_out and trio.current_time() >= closes_at:
-                yield MAX_AGE_ROTATION
-                return
-            if timed_out:
-                yield KEEPALIVE
-            elif item is None:
-                return
-            elif isinstance(item, Comment):
-                yield comment(item.text)
-            else:
-                yield message_event(item)
-    finally:
-        session.unlisten(listener)
-
-
-async def _replay(session: Session, resume_from: tuple[str, int] | None):
-    """Frames to replay, each stream followed by a `None` frame once it is fully sent (to acknowledge).
-
-    With `Last-Event-ID`, that stream first: live if it is still running (its answers arrive here as
-    they come), else from the session file. Then every other finished, undelivered stream.
-    """
-    done: set[str] = set()
-    if resume_from is not None:
-        stream_id, after = resume_from
-        live = session.streams.get(stream_id)
-        if live is not None:
-            cursor = after
-            while events := await live.read(cursor):
-                for event in events:
-                    yield message_event(event.message, event_id(live.id, event.seq)), live.id, False
-                cursor = events[-1].seq
-            yield None, live.id, False
-            done.add(stream_id)
-        elif session.runtime is not None:
-            stored = await session.runtime.file.events_after(stream_id, after)
-            if stored:
-                for seq, payload in stored:
-                    yield raw_event(payload, event_id(stream_id, seq)), stream_id, True
-                yield None, stream_id, True
-                done.add(stream_id)
-    for live in [s for s in session.streams.values() if s.finished and s.id not in done]:
-        for event in live.events:
-            yield message_event(event.message, event_id(live.id, event.seq)), live.id, False
-        yield None, live.id, False
-        done.add(live.id)
-    if session.runtime is not None:
-        for stream_id, stored in await session.runtime.file.undelivered():
-            if stream_id not in done and stored:
-                for seq, payload in stored:
-                    yield raw_event(payload, event_id(stream_id, seq)), stream_id, True
-                yield None, stream_id, True
 
 
 def _event_stream(events) -> Response:

@@ -4,7 +4,7 @@ import httpx
 import pytest
 import trio
 
-from executor_mcp.transport import endpoint
+from executor_mcp.transport import streaming
 from tests.conftest import ServerUnderTest
 from tests.mcp_http import open_session
 
@@ -52,8 +52,8 @@ async def test_shutdown_ends_the_listen_stream(server: ServerUnderTest, http: ht
 async def test_keepalives_then_rotation_at_the_maximum_age(
     server: ServerUnderTest, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(endpoint, "KEEPALIVE_SECONDS", 0.2)
-    monkeypatch.setattr(endpoint, "LISTEN_MAX_AGE", 0.7)
+    monkeypatch.setattr(streaming, "KEEPALIVE_SECONDS", 0.2)
+    monkeypatch.setattr(streaming, "LISTEN_MAX_AGE", 0.7)
     session_id = await open_session(http, server.url)
     async with http.stream("GET", server.url, headers={**LISTEN, "mcp-session-id": session_id}) as stream:
         with trio.fail_after(5):
