@@ -3,8 +3,8 @@
 Precedence is flag > environment > file > default, one option at a time. Every option is declared
 once in `OPTIONS`, which drives all three sources, so a name can never exist in one and not another.
 In the TOML file an option's key is its flag name without the dashes (`data-dir = "..."`); the
-underscore spelling (`data_dir`) is accepted too. Unknown keys are an error: a typo must not silently
-fall back to a default.
+underscore spelling (`data_dir`) is accepted too, and a relative path there is relative to the file.
+Unknown keys are an error: a typo must not silently fall back to a default.
 """
 
 import ipaddress
@@ -228,6 +228,9 @@ def _parse(option: Option, source: str, raw: object) -> Any:
         raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
 
 
+_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file"})
+
+
 def _read_toml(path: Path) -> dict[str, object]:
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -241,5 +244,7 @@ def _read_toml(path: Path) -> dict[str, object]:
         name = key.replace("-", "_")
         if name not in known:
             raise ConfigError(f"config file {path}: unknown option {key!r}")
+        if name in _FILE_PATHS and isinstance(value, str) and not Path(value).expanduser().is_absolute():
+            value = str(path.parent / value)  # a path in a config file is relative to that file
         values[name] = value
     return values

@@ -117,3 +117,14 @@ def test_only_auth_none_is_confined_to_loopback(tmp_path: Path) -> None:
     with pytest.raises(UnsafeBind):
         ensure_safe_bind(Settings(host="0.0.0.0"))
     ensure_safe_bind(Settings(host="0.0.0.0", auth="jwt", jwt_secret_file=secret))
+
+
+def test_relative_paths_in_a_config_file_are_relative_to_it(tmp_path: Path) -> None:
+    config = tmp_path / "conf" / "executor.toml"
+    config.parent.mkdir()
+    config.write_text('data-dir = "state"\nauth = "jwt"\njwt-secret-file = "/etc/key"\n')
+    settings = load_settings({"config": str(config)}, environ={})
+    assert settings.data_dir == tmp_path / "conf" / "state"
+    assert settings.jwt_secret_file == Path("/etc/key")
+    from_flag = load_settings({"config": str(config), "data_dir": "here"}, environ={})
+    assert from_flag.data_dir == Path("here")
