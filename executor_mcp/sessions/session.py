@@ -110,6 +110,7 @@ class Session:
         """The stream's reader left before the end: its work goes on, and its answers are kept (in memory
         and in the session file) until a GET delivers them (at-least-once)."""
         if self.runtime is not None and stream.id in self.streams:
+            stream.detach()
             self._kept.add(stream.id)
             self.runtime.nursery.start_soon(self._keep, stream, self.runtime.file)
             finished = [kept for kept in self.streams.values() if kept.finished and kept.id in self._kept]

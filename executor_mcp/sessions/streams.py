@@ -27,7 +27,8 @@ from executor_mcp.protocol.jsonrpc import (
     error_response,
 )
 
-# A stream keeps at most this many events, and this many bytes of them; the newest is always kept.
+# A detached stream keeps at most this many events for replay, and this many bytes of them; the newest
+# is always kept. While its POST still reads it, nothing is dropped: that reader gets every event.
 MAX_EVENTS = 64
 MAX_EVENT_BYTES = 2 * 1024 * 1024
 
@@ -36,7 +37,6 @@ MAX_EVENT_BYTES = 2 * 1024 * 1024
 class Event:
     seq: int
     message: Message
-    size: int = 0
 
 
 class Stream:
@@ -49,7 +49,7 @@ class Stream:
         self.refused: Refused | None = None
         self._pending = expected
         self._seq = 0
-        self._bytes = 0
+        self._sizes: dict[int, int] | None = None  # encoded sizes, measured once the stream is detached
         self._changed = trio.Event()
         if priming is not None:
             self._append(priming)
@@ -72,6 +72,12 @@ class Stream:
         self.send(error_response(request_id, int(refused.envelope.code), refused.message))
         self._settle_one()
 
+    def detach(self) -> None:
+        """Its POST reader left: from now on only the replay caps' worth of events is kept."""
+        if self._sizes is None:
+            self._sizes = {}
+            self._trim()
+
     async def read(self, after: int) -> list[Event]:
         """The events after `after`, waiting for one if there is none yet; [] once finished and read."""
         while True:
@@ -82,13 +88,21 @@ class Stream:
             await changed.wait()
 
     def _append(self, message: Message) -> None:
-        size = len(dumps(encode(message)))
         self._seq += 1
-        self.events.append(Event(self._seq, message, size))
-        self._bytes += size
-        while len(self.events) > 1 and (len(self.events) > MAX_EVENTS or self._bytes > MAX_EVENT_BYTES):
-            self._bytes -= self.events.pop(0).size
+        self.events.append(Event(self._seq, message))
+        if self._sizes is not None:
+            self._trim()
         self._wake()
+
+    def _trim(self) -> None:
+        assert self._sizes is not None
+        for event in self.events:
+            if event.seq not in self._sizes:
+                self._sizes[event.seq] = len(dumps(encode(event.message)))
+        while len(self.events) > 1 and (
+            len(self.events) > MAX_EVENTS or sum(self._sizes[e.seq] for e in self.events) > MAX_EVENT_BYTES
+        ):
+            del self._sizes[self.events.pop(0).seq]
 
     def _settle_one(self) -> None:
         self._pending -= 1

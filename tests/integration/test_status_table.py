@@ -256,3 +256,11 @@ async def test_delete_then_404(server: ServerUnderTest, http: httpx.AsyncClient)
 async def test_unknown_path_is_an_envelope(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
     response = await http.get(server.url.removesuffix("/mcp") + "/nope")
     assert envelope(response) == (404, -32000, "Not Found")
+
+
+async def test_a_large_batch_gets_every_answer(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    """More answers than a resumable stream keeps for replay: a reader that is still there loses none."""
+    session_id = await open_session(http, server.url)
+    batch = [{"jsonrpc": "2.0", "id": index, "method": "ping"} for index in range(100)]
+    answered = await post(http, server.url, batch, session_id)
+    assert sorted(message["id"] for message in answered.json()) == list(range(100))
