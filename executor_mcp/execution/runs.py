@@ -31,8 +31,7 @@ from executor_mcp.execution.results import (
     settled_result,
 )
 from executor_mcp.storage.records import Owner
-from executor_mcp.tools.context import Interaction
-from executor_mcp.tools.errors import ToolThrow
+from executor_mcp.tools.context import Interaction, refuse_unless_accepted
 
 T = TypeVar("T")
 
@@ -183,11 +182,7 @@ class Run:
                 self.scope.cancel()
                 await trio.lowlevel.checkpoint()
             assert answer is not None
-            if answer.action != "accept":
-                verb = "cancelled" if answer.action == "cancel" else "declined"
-                raise ToolThrow(
-                    f'Tool "{interaction.address}" requires approval but the request was {verb} by the user.'
-                )
+            refuse_unless_accepted(interaction, answer.action)
 
     def _deliver(self, result: JsonObject) -> None:
         if self._resolving is not None:

@@ -9,6 +9,7 @@ import attrs
 from executor_mcp.codec import JsonObject
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.records import Owner as Principal
+from executor_mcp.tools.errors import ToolThrow
 
 MAX_ARGUMENTS_PREVIEW = 4000
 EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
@@ -25,6 +26,13 @@ class Interaction:
 
 
 Gate = Callable[[Interaction], Awaitable[None]]
+
+
+def refuse_unless_accepted(interaction: Interaction, action: str) -> None:
+    """A gate's outcome: return on `accept`; otherwise the gated call throws inside the sandbox."""
+    if action != "accept":
+        verb = "cancelled" if action == "cancel" else "declined"
+        raise ToolThrow(f'Tool "{interaction.address}" requires approval but the request was {verb} by the user.')
 
 
 @attrs.frozen

@@ -26,8 +26,7 @@ from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.tools.context import CallContext, Gate, Interaction
-from executor_mcp.tools.errors import ToolThrow
+from executor_mcp.tools.context import CallContext, Gate, Interaction, refuse_unless_accepted
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
@@ -168,9 +167,7 @@ def _native_gate(context: ToolContext) -> Gate:
                 answer = {}
             if answer.get("action") in ACTIONS:
                 action = answer["action"]
-        if action != "accept":
-            verb = "cancelled" if action == "cancel" else "declined"
-            raise ToolThrow(f'Tool "{interaction.address}" requires approval but the request was {verb} by the user.')
+        refuse_unless_accepted(interaction, action)
 
     return gate
 
