@@ -21,9 +21,7 @@ from executor_mcp.policies.service import (
     Policies,
     PolicyError,
     PolicyNotFound,
-    parse_action,
-    parse_pattern,
-    parse_position,
+    parse_new,
 )
 from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
@@ -105,14 +103,14 @@ async def policies_list(data_dir: Path, org_id: str, account_id: str | None) -> 
 async def policies_add(
     data_dir: Path, org_id: str, account_id: str | None, pattern: str, action: str, position: str | None
 ) -> int:
+    owner = PolicyOwner.USER if account_id else PolicyOwner.ORG
     try:
-        owner = PolicyOwner.USER if account_id else PolicyOwner.ORG
-        checked = (parse_pattern(pattern), parse_action(action), parse_position(position))
+        checked = parse_new({"owner": owner.value, "pattern": pattern, "action": action, "position": position})
     except PolicyError as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
     async with _control_plane(data_dir) as control:
-        record = await Policies(control).create(_principal(org_id, account_id), owner, *checked)
+        record = await Policies(control).create(_principal(org_id, account_id), *checked)
     print(record.id)
     return 0
 

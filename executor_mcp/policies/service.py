@@ -7,7 +7,7 @@ updating or removing it is "not found", never "forbidden", which would confirm i
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -81,6 +81,26 @@ def parse_position(value: Any) -> str | None:
     if not isinstance(value, str) or not value:
         raise PolicyError("position must be a non-empty string")
     return value
+
+
+def parse_new(values: Mapping[str, Any]) -> tuple[Owner, str, Action, str | None]:
+    """A create request's fields, checked: (owner, pattern, action, position)."""
+    return (
+        parse_owner(values.get("owner")),
+        parse_pattern(values.get("pattern")),
+        parse_action(values.get("action")),
+        parse_position(values.get("position")),
+    )
+
+
+def parse_change(values: Mapping[str, Any]) -> tuple[Owner, dict[str, Any]]:
+    """An update request's fields, checked: the owner, and the changes for `Policies.update`."""
+    pattern, action = values.get("pattern"), values.get("action")
+    return parse_owner(values.get("owner")), {
+        "pattern": parse_pattern(pattern) if pattern is not None else None,
+        "action": parse_action(action) if action is not None else None,
+        "position": parse_position(values.get("position")),
+    }
 
 
 def to_rule(record: PolicyRecord) -> Rule:

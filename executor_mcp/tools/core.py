@@ -14,10 +14,9 @@ from executor_mcp.policies.service import (
     PolicyError,
     PolicyNotFound,
     describe,
-    parse_action,
+    parse_change,
+    parse_new,
     parse_owner,
-    parse_pattern,
-    parse_position,
 )
 from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
 from executor_mcp.tools.context import CallContext
@@ -77,27 +76,24 @@ def _checked(check) -> Any:
 
 def _validate_create(args: Any) -> None:
     values = _arguments(args)
-    _checked(lambda: (parse_owner(values.get("owner")), parse_pattern(values.get("pattern"))))
-    _checked(lambda: (parse_action(values.get("action")), parse_position(values.get("position"))))
+    _checked(lambda: parse_new(values))
 
 
 def _validate_update(args: Any) -> None:
     values = _arguments(args)
-    if not isinstance(values.get("id"), str):
-        raise ToolArgumentsError("Tool arguments did not match the input schema.", ["id: expected a string"])
-    _checked(lambda: parse_owner(values.get("owner")))
-    if values.get("pattern") is not None:
-        _checked(lambda: parse_pattern(values["pattern"]))
-    if values.get("action") is not None:
-        _checked(lambda: parse_action(values["action"]))
-    _checked(lambda: parse_position(values.get("position")))
+    _require_id(values)
+    _checked(lambda: parse_change(values))
 
 
 def _validate_remove(args: Any) -> None:
     values = _arguments(args)
+    _require_id(values)
+    _checked(lambda: parse_owner(values.get("owner")))
+
+
+def _require_id(values: JsonObject) -> None:
     if not isinstance(values.get("id"), str):
         raise ToolArgumentsError("Tool arguments did not match the input schema.", ["id: expected a string"])
-    _checked(lambda: parse_owner(values.get("owner")))
 
 
 def _public(policy: JsonObject) -> JsonObject:
@@ -110,28 +106,15 @@ async def _list_policies(_: Any, context: CallContext) -> JsonObject:
 
 
 async def _create_policy(args: Any, context: CallContext) -> JsonObject:
-    values = _arguments(args)
-    record = await context.policies.create(
-        context.principal,
-        parse_owner(values.get("owner")),
-        parse_pattern(values.get("pattern")),
-        parse_action(values.get("action")),
-        parse_position(values.get("position")),
-    )
+    record = await context.policies.create(context.principal, *parse_new(_arguments(args)))
     return _public(describe(record))
 
 
 async def _update_policy(args: Any, context: CallContext) -> JsonObject:
     values = _arguments(args)
+    owner, change = parse_change(values)
     with _policy_failures():
-        record = await context.policies.update(
-            context.principal,
-            values["id"],
-            parse_owner(values.get("owner")),
-            pattern=parse_pattern(values["pattern"]) if values.get("pattern") is not None else None,
-            action=parse_action(values["action"]) if values.get("action") is not None else None,
-            position=parse_position(values.get("position")),
-        )
+        record = await context.policies.update(context.principal, values["id"], owner, **change)
     return _public(describe(record))
 
 

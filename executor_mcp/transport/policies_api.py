@@ -22,10 +22,9 @@ from executor_mcp.policies.service import (
     PolicyError,
     PolicyNotFound,
     describe,
-    parse_action,
+    parse_change,
+    parse_new,
     parse_owner,
-    parse_pattern,
-    parse_position,
 )
 from executor_mcp.protocol.errors import MAX_BODY_BYTES, Refused, envelope_headers
 from executor_mcp.transport import headers as rules
@@ -48,13 +47,7 @@ class PoliciesApi:
         if isinstance(body, Response):
             return body
         try:
-            record = await self._policies.create(
-                principal,
-                parse_owner(body.get("owner")),
-                parse_pattern(body.get("pattern")),
-                parse_action(body.get("action")),
-                parse_position(body.get("position")),
-            )
+            record = await self._policies.create(principal, *parse_new(body))
         except PolicyError as exc:
             return _error(400, str(exc))
         return _ok(describe(record))
@@ -69,18 +62,11 @@ class PoliciesApi:
         if isinstance(body, Response):
             return body
         try:
-            owner = parse_owner(body.get("owner"))
             if request.method == "DELETE":
-                await self._policies.remove(principal, policy_id, owner)
+                await self._policies.remove(principal, policy_id, parse_owner(body.get("owner")))
                 return _ok({"removed": True})
-            record = await self._policies.update(
-                principal,
-                policy_id,
-                owner,
-                pattern=parse_pattern(body["pattern"]) if body.get("pattern") is not None else None,
-                action=parse_action(body["action"]) if body.get("action") is not None else None,
-                position=parse_position(body.get("position")),
-            )
+            owner, change = parse_change(body)
+            record = await self._policies.update(principal, policy_id, owner, **change)
         except PolicyNotFound as exc:
             return _error(404, str(exc))
         except PolicyError as exc:
