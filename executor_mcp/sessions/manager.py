@@ -155,13 +155,11 @@ class SessionManager:
         finally:
             session.scope.cancel()
 
-    async def condemn_owned(self, session_id: str, account_id: str) -> None:
-        """Condemn a session after its owner was refused for having no live organization.
-
-        Only the owning account's request may condemn: a stranger who is refused must never be able to
-        destroy someone else's session by sending its id. Anything else (unknown id, already dead,
-        restarting) is left as it is.
-        """
+    async def evict(self, session_id: str, *, owned_by: str | None = None) -> None:
+        """End a session through the condemnation path, whatever state it is in (cap, retention, admin,
+        a revoked organization). With `owned_by`, only if that account owns it: a stranger refused for
+        having no live organization must never destroy someone else's session by sending its id.
+        Anything else (unknown id, already dead, restarting) is left as it is."""
         if not is_session_id(session_id):
             return
         try:
@@ -169,16 +167,8 @@ class SessionManager:
         except Refused:
             return
         record = session.record
-        if record is not None and record.owner.account_id == account_id and session.state is State.LIVE:
-            await self.terminate(session)
-
-    async def evict(self, session_id: str) -> None:
-        """End a session through the condemnation path, whatever state it is in (cap, retention)."""
-        try:
-            session = await self._live(session_id)
-        except Refused:
-            return
-        if session.state is State.LIVE:
+        owned = owned_by is None or (record is not None and record.owner.account_id == owned_by)
+        if owned and session.state is State.LIVE:
             await self.terminate(session)
 
     async def shutdown(self, grace: float) -> None:

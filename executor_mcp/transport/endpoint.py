@@ -91,7 +91,7 @@ class McpEndpoint:
             session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
             if session_id:
                 with trio.CancelScope(shield=True):
-                    await self._manager.condemn_owned(session_id, refused.account_id)
+                    await self._manager.evict(session_id, owned_by=refused.account_id)
             raise
 
     async def _post(self, principal: Principal) -> Response:
