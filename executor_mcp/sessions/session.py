@@ -65,9 +65,8 @@ class Session:
         self.scope.cancel()
 
     def start_call(self, request: Request, stream: Stream) -> Call:
-        refusal = self.lifecycle.refusal
         if self.state is not State.LIVE or self.runtime is None:
-            raise Refused(refusal or Refusal.INTERNAL)
+            raise Refused(self.lifecycle.refusal or Refusal.INTERNAL)
         call = Call(request=request, stream=stream)
         self.calls.add(call)
         self.runtime.nursery.start_soon(self._work, call, self.runtime.server)

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 import trio
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.execution.runs import Deferred
 from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
 from executor_mcp.protocol.mcp import CallToolParams, structure_params, tools_list_result
@@ -44,7 +45,7 @@ class ToolServer:
         self._nursery = nursery
         self._lease = lease
         self._ids = itertools.count(1)
-        self._asked: dict[RequestId, tuple[trio.Event, list[Message]]] = {}
+        self._asked: dict[RequestId, Deferred[Message]] = {}
 
     async def handle(self, request: Request, notify: Send) -> Response | ErrorResponse:
         try:
@@ -59,22 +60,19 @@ class ToolServer:
     def receive(self, message: Message) -> None:
         """Client messages that are not requests: answers to our own requests are routed to their askers."""
         if isinstance(message, Response | ErrorResponse) and message.id in self._asked:
-            arrived, slot = self._asked[message.id]
-            slot.append(message)
-            arrived.set()
+            self._asked[message.id].set(message)
         else:
             log.debug("session %s: %s", self.meta.session_id, getattr(message, "method", "response"))
 
     async def ask(self, send: Send, method: str, params: JsonObject) -> JsonObject:
         """Send a request to the client on `send`'s stream and wait for its answer."""
         request_id = f"executor-{next(self._ids)}"
-        arrived, slot = self._asked[request_id] = (trio.Event(), [])
+        answered = self._asked[request_id] = Deferred[Message]()
         try:
             send(Request(id=request_id, method=method, params=params))
-            await arrived.wait()
+            answer = await answered.wait()
         finally:
             self._asked.pop(request_id, None)
-        answer = slot[0]
         if isinstance(answer, ErrorResponse):
             raise ClientError(answer.error.message)
         assert isinstance(answer, Response)
