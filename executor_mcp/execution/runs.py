@@ -77,13 +77,27 @@ class Pause:
     resolution: Deferred[JsonObject] = attrs.Factory(Deferred)
 
 
+@attrs.frozen
+class Ended:
+    """A pause that is no longer live, remembered so a late resume hears what became of it."""
+
+    owner: Owner
+    expired: bool  # else settled
+
+
 class Book:
+    """Every live pause, and a bounded memory of the ones that ended, each with its owner.
+
+    The owner is checked before anything else, for live and remembered ids alike: a stranger (another
+    account, or the same account name in another org) hears `execution_forbidden` for any id known here,
+    whatever became of it, and never its result; an id known nowhere is `execution_not_found` for all.
+    """
+
     def __init__(self, approval_window: float) -> None:
         self.approval_window = approval_window
         self._live: dict[str, Pause] = {}
         self._replays: OrderedDict[str, JsonObject] = OrderedDict()
-        self._settled: OrderedDict[str, None] = OrderedDict()
-        self._expired: OrderedDict[str, None] = OrderedDict()
+        self._ended: OrderedDict[str, Ended] = OrderedDict()
 
     def open(self, pause: Pause) -> None:
         self._live[pause.id] = pause
@@ -93,26 +107,26 @@ class Book:
         self._live.pop(pause.id, None)
         pause.resolution.set(result)
         _remember(self._replays, pause.id, result, REPLAYS)
-        _remember(self._settled, pause.id, None, REMEMBERED)
+        _remember(self._ended, pause.id, Ended(pause.owner, expired=False), REMEMBERED)
 
     def expire(self, pause: Pause) -> None:
         if self._live.pop(pause.id, None) is not None:
-            _remember(self._expired, pause.id, None, REMEMBERED)
+            _remember(self._ended, pause.id, Ended(pause.owner, expired=True), REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
     async def resume(self, execution_id: str, owner: Owner, answer: Answer) -> JsonObject:
+        pause, ended = self._live.get(execution_id), self._ended.get(execution_id)
+        known = pause or ended
+        if known is None:
+            return not_found_result(execution_id)
+        if known.owner != owner:
+            return forbidden_result(execution_id)
         replay = self._replays.get(execution_id)
         if replay is not None:
             return replay
-        pause = self._live.get(execution_id)
         if pause is None:
-            if execution_id in self._expired:
-                return expired_result(execution_id, self.approval_window)
-            if execution_id in self._settled:
-                return settled_result(execution_id)
-            return not_found_result(execution_id)
-        if pause.owner != owner:
-            return forbidden_result(execution_id)
+            assert ended is not None
+            return expired_result(execution_id, self.approval_window) if ended.expired else settled_result(execution_id)
         pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
         return await pause.resolution.wait()
 
