@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.execution.admission import Slot
 from executor_mcp.execution.results import (
     expired_result,
     forbidden_result,
@@ -139,18 +140,24 @@ def _remember(memory: OrderedDict[str, Any], key: str, value: Any, limit: int) -
 
 
 class Run:
-    """One execution; `drive` runs it, `gate` is the approval gate its tool calls pass through."""
+    """One execution; `drive` runs it, `gate` is the approval gate its tool calls pass through.
 
-    def __init__(
-        self, book: Book, owner: Owner, lease: Callable[[], AbstractContextManager[None]] = nullcontext
-    ) -> None:
+    It holds its owner's admission `slot` from creation until `drive` ends, and marks it paused (with
+    the session's pause lease) while it waits on a human.
+    """
+
+    def __init__(self, book: Book, slot: Slot, lease: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
         self._book = book
-        self._owner = owner
+        self._slot = slot
         self._lease = lease
         self._gate_lock = trio.Lock()
         self._resolving: Pause | None = None  # the pause whose resume waits on `next`
         self.scope = trio.CancelScope()
         self.next: Deferred[JsonObject] = Deferred()
+
+    @property
+    def owner(self) -> Owner:
+        return self._slot.owner
 
     async def drive(self, run: Callable[[], Awaitable[JsonObject]], defect: Callable[[], JsonObject]) -> None:
         """Run the execution and deliver its rendered result; never raises into the session's nursery."""
@@ -160,6 +167,7 @@ class Run:
         except Exception:
             self._deliver(defect())
         finally:
+            self._slot.release()
             if self._resolving is not None and not self._resolving.resolution.done:
                 self._book.expire(self._resolving)  # the run ended under a pending resume: tell it
 
@@ -169,7 +177,7 @@ class Run:
             window = self._book.approval_window
             pause = Pause(
                 id=f"exec_{uuid.uuid4()}",
-                owner=self._owner,
+                owner=self.owner,
                 interaction=interaction,
                 expires_at=time.time() + window,
                 ttl=window,
@@ -188,7 +196,7 @@ class Run:
             )
             self._resolving, self.next = pause, pause.resolution
             answer = None
-            with self._lease(), trio.move_on_after(window):
+            with self._lease(), self._slot.pausing(pause.id), trio.move_on_after(window):
                 answer = await pause.answer.wait()
             if answer is None:
                 # Nobody answered in time: the execution ends, and a late resume hears it expired.

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.execution.admission import Admission, Refusal, refusal_result
 from executor_mcp.execution.engine import Engine, Outcome, internal_error
 from executor_mcp.execution.results import render
 from executor_mcp.execution.runs import Answer, Book, Run
@@ -82,7 +83,9 @@ RESUME = Tool(
 ACTIONS = ("accept", "decline", "cancel")
 
 
-def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: Book) -> ToolFactory:
+def executor_tools(
+    engine: Engine, catalog: Catalog, policies: Policies, book: Book, admission: Admission
+) -> ToolFactory:
     async def execute(arguments: JsonObject, context: ToolContext) -> JsonObject:
         code = arguments.get("code")
         issues = _code_issues(code)
@@ -90,18 +93,28 @@ def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: B
             return _invalid("execute", issues)
         assert isinstance(code, str)
         owner = context.session.owner
-        run = Run(book, owner, context.pause_lease)
+        slot = admission.admit(owner)
+        if isinstance(slot, Refusal):
+            return refusal_result(slot)
+        run = Run(book, slot, context.pause_lease)
         gate = run.gate if context.session.elicitation_mode != "native" else _native_gate(context)
         call_context = CallContext(principal=owner, policies=policies, gate=gate)
 
         async def body() -> JsonObject:
-            return render(await engine.run(code.strip(), lambda path, args: catalog.invoke(path, args, call_context)))
+            outcome = await engine.run(
+                code.strip(), lambda path, args: catalog.invoke(path, args, call_context), account=owner
+            )
+            return render(outcome)
 
         def defect() -> JsonObject:
             return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
 
         first = run.next
-        context.nursery.start_soon(run.drive, body, defect)
+        try:
+            context.nursery.start_soon(run.drive, body, defect)
+        except BaseException:
+            slot.release()  # the run never started (the session is closing): its place is free again
+            raise
         try:
             return await first.wait()
         finally:

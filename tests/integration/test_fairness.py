@@ -1,4 +1,5 @@
-"""Accounts cannot read, stall or starve each other's executions."""
+"""Accounts cannot read, stall or starve each other's executions: ownership of pauses, the per-account
+limit on executions in progress and the fair share of sandbox workers."""
 
 import re
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from tests.conftest import ServerUnderTest, start_server
 from tests.sdk import text_of
 
 CREATE = 'return await tools.executor.coreTools.policies.create({ owner: "user", pattern: "a.b", action: "block" });'
+LOOP = "while (true) {}"
 
 
 def execution_id(result) -> str:
@@ -84,3 +86,75 @@ async def test_a_stranger_never_learns_what_became_of_a_pause(
 
         unknown = "exec_00000000-0000-0000-0000-000000000000"
         assert (await resume(bob, unknown)).structured_content["status"] == "execution_not_found"
+
+
+# -- 2. one account cannot hold the workers everyone shares ---------------------------------------------
+
+
+@pytest.mark.slow
+async def test_one_account_at_its_limit_is_refused_and_others_are_served(
+    nursery: trio.Nursery, data_dir: Path, tmp_path: Path
+) -> None:
+    server = await jwt_server(
+        nursery, data_dir, tmp_path, sandbox_workers=4, max_executions_per_account=2, execution_cpu_limit=30.0
+    )
+    looped: list[Any] = []
+    async with as_account(server, "alice", "acme") as alice, as_account(server, "bob", "other") as bob:
+        paused = execution_id(await execute(alice, CREATE))
+
+        async def loop() -> None:
+            async with as_account(server, "alice", "acme") as second_session:
+                looped.append(await execute(second_session, LOOP))
+
+        async with trio.open_nursery() as background:
+            background.start_soon(loop)
+            await trio.sleep(3)  # the loop's execute is admitted and spinning
+            for _ in range(3):  # as many more as there are free workers: every one is refused at once
+                with trio.fail_after(10):
+                    refused = await execute(alice, CREATE)
+                assert refused.is_error
+                text = text_of(refused)
+                assert text.startswith(
+                    "Execution refused: this account already has 2 executions in progress (1 running, 1 paused "
+                    "waiting for approval), the most one account may have at once (2). Nothing was run."
+                )
+                assert f'"decline" or "cancel" to end it): {paused}.' in text
+                assert "Running executions free their place when they finish." in text
+                assert refused.structured_content == {
+                    "status": "execution_limit_reached",
+                    "limit": 2,
+                    "running": 1,
+                    "paused": 1,
+                    "pausedExecutionIds": [paused],
+                }
+
+            for _ in range(3):  # another account is served at once, again and again
+                with trio.fail_after(10):
+                    assert text_of(await execute(bob, "return 1")) == "1"
+
+            declined = await resume(alice, paused, "decline")  # answering a pause frees its place
+            assert declined.is_error
+            with trio.fail_after(10):
+                assert text_of(await execute(alice, "return 2")) == "2"
+            background.cancel_scope.cancel()
+    assert not looped  # the loop was still running: the limit counted it
+
+
+@pytest.mark.slow
+async def test_an_account_never_holds_every_worker(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> None:
+    cpu_limit = 12.0
+    server = await jwt_server(nursery, data_dir, tmp_path, sandbox_workers=2, execution_cpu_limit=cpu_limit)
+    async with as_account(server, "bob", "other") as bob, trio.open_nursery() as background:
+
+        async def loop() -> None:
+            async with as_account(server, "alice", "acme") as alice:
+                await execute(alice, LOOP)
+
+        for _ in range(3):
+            background.start_soon(loop)
+        await trio.sleep(3)  # alice's loops are spinning or waiting for a worker
+        started = trio.current_time()
+        with trio.fail_after(cpu_limit):
+            assert text_of(await execute(bob, "return 1")) == "1"
+        assert trio.current_time() - started < cpu_limit / 2  # not after one of alice's loops ended
+        background.cancel_scope.cancel()
