@@ -30,6 +30,7 @@ from executor_mcp.execution.results import (
     not_found_result,
     render_paused,
     settled_result,
+    ttl_words,
 )
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.context import Interaction, refuse_unless_accepted
@@ -140,10 +141,10 @@ def _remember(memory: OrderedDict[str, Any], key: str, value: Any, limit: int) -
 
 
 class Run:
-    """One execution; `drive` runs it, `gate` is the approval gate its tool calls pass through.
+    """One execution; `drive` runs it, `gate` and `ask_inline` are the approval gates its tool calls pass.
 
     It holds its owner's admission `slot` from creation until `drive` ends, and marks it paused (with
-    the session's pause lease) while it waits on a human.
+    the session's pause lease) whenever it waits on a human, in either elicitation mode.
     """
 
     def __init__(self, book: Book, slot: Slot, lease: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
@@ -206,8 +207,39 @@ class Run:
             assert answer is not None
             refuse_unless_accepted(interaction, answer.action)
 
+    async def ask_inline(self, interaction: Interaction, ask: Callable[[Interaction], Awaitable[str]]) -> None:
+        """Native elicitation: `ask` puts the question to the client and returns its action.
+
+        The wait follows the approval window like a pause: unanswered in time, the execution ends and
+        the `execute` call gets a result that says so, and the worker goes back to the pool.
+        """
+        window = self._book.approval_window
+        action = None
+        with self._lease(), self._slot.pausing(None), trio.move_on_after(window):
+            action = await ask(interaction)
+        if action is None:
+            self._deliver(unanswered_result(interaction.address, window))
+            self.scope.cancel()
+            await trio.lowlevel.checkpoint()
+        assert action is not None
+        refuse_unless_accepted(interaction, action)
+
     def _deliver(self, result: JsonObject) -> None:
         if self._resolving is not None:
             self._book.resolve(self._resolving, result)
         else:
             self.next.set(result)
+
+
+def unanswered_result(address: str, window: float) -> JsonObject:
+    """How an execution ends when its inline approval request went unanswered for the whole window."""
+    error = (
+        f'Execution ended: the approval request for tool "{address}" was not answered within the '
+        f"{ttl_words(window)} approval window, so the tool did not run. Ask the user, then run execute again "
+        "to ask once more."
+    )
+    return {
+        "content": [{"type": "text", "text": f"Error: {error}"}],
+        "structuredContent": {"status": "error", "error": error, "reason": "approval_expired"},
+        "isError": True,
+    }

@@ -2,13 +2,16 @@
 
 An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
 later request, from this session or another of the same account and org. In `native` elicitation mode
-there is no `resume`: a gated call asks the client inline with `elicitation/create`.
+there is no `resume`: a gated call asks the client inline with `elicitation/create`, and waits for the
+answer no longer than the approval window.
 
 Argument problems are tool results with `isError`, in the MCP SDK's wording, not JSON-RPC errors: a
 model reads them and corrects its call.
 """
 
+import functools
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from executor_mcp.codec import JsonObject
@@ -27,7 +30,7 @@ from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.tools.context import CallContext, Gate, Interaction, refuse_unless_accepted
+from executor_mcp.tools.context import CallContext, Gate, Interaction
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
@@ -97,7 +100,9 @@ def executor_tools(
         if isinstance(slot, Refusal):
             return refusal_result(slot)
         run = Run(book, slot, context.pause_lease)
-        gate = run.gate if context.session.elicitation_mode != "native" else _native_gate(context)
+        gate: Gate = run.gate
+        if context.session.elicitation_mode == "native":
+            gate = functools.partial(run.ask_inline, ask=_ask_client(context))
         call_context = CallContext(principal=owner, policies=policies, gate=gate)
 
         async def body() -> JsonObject:
@@ -167,22 +172,21 @@ def executor_tools(
     return factory
 
 
-def _native_gate(context: ToolContext) -> Gate:
+def _ask_client(context: ToolContext) -> Callable[[Interaction], Awaitable[str]]:
     """Ask the client inline (`elicitation/create`); any failure, or no such capability, is a cancel."""
 
-    async def gate(interaction: Interaction) -> None:
-        action = "cancel"
-        if "elicitation" in context.session.client_capabilities:
-            params = {"message": interaction.message, "requestedSchema": interaction.requested_schema}
-            try:
-                answer = await context.ask("elicitation/create", params)
-            except Exception:
-                answer = {}
-            if answer.get("action") in ACTIONS:
-                action = answer["action"]
-        refuse_unless_accepted(interaction, action)
+    async def ask(interaction: Interaction) -> str:
+        if "elicitation" not in context.session.client_capabilities:
+            return "cancel"
+        params = {"message": interaction.message, "requestedSchema": interaction.requested_schema}
+        try:
+            answer = await context.ask("elicitation/create", params)
+        except Exception:
+            return "cancel"
+        action = answer.get("action") if isinstance(answer, dict) else None
+        return action if isinstance(action, str) and action in ACTIONS else "cancel"
 
-    return gate
+    return ask
 
 
 def _content(raw: Any) -> JsonObject | None:

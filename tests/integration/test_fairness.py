@@ -1,12 +1,15 @@
 """Accounts cannot read, stall or starve each other's executions: ownership of pauses, the per-account
-limit on executions in progress and the fair share of sandbox workers."""
+limit on executions in progress, the fair share of sandbox workers, and the approval window of native
+elicitation."""
 
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 import trio
@@ -15,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.auth_support import SECRET, bearer, mint
 from tests.conftest import ServerUnderTest, start_server
+from tests.mcp_http import headers, initialize_body, post, sse_messages
 from tests.sdk import text_of
 
 CREATE = 'return await tools.executor.coreTools.policies.create({ owner: "user", pattern: "a.b", action: "block" });'
@@ -158,3 +162,74 @@ async def test_an_account_never_holds_every_worker(nursery: trio.Nursery, data_d
             assert text_of(await execute(bob, "return 1")) == "1"
         assert trio.current_time() - started < cpu_limit / 2  # not after one of alice's loops ended
         background.cancel_scope.cancel()
+
+
+# -- 11. native elicitation waits for the approval window, and not a moment longer ------------------------
+
+
+def _tools_call(request_id: int, code: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": code}},
+    }
+
+
+async def _native_session(http: httpx.AsyncClient, url: str) -> str:
+    body = initialize_body()
+    body["params"]["capabilities"] = {"elicitation": {}}
+    response = await post(http, url + "?elicitation_mode=native", body)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    notified = await post(http, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id)
+    assert notified.status_code == 202
+    return session_id
+
+
+@pytest.mark.slow
+async def test_an_unanswered_native_elicitation_ends_with_the_approval_window(
+    nursery: trio.Nursery, data_dir: Path
+) -> None:
+    server = await start_server(nursery, data_dir, approval_window=2.0, sandbox_workers=1, max_executions_per_account=1)
+    async with httpx.AsyncClient(timeout=30) as http:
+        session_id = await _native_session(http, server.url)
+        other_session = await _native_session(http, server.url)
+        received: list[dict[str, Any]] = []
+        with trio.fail_after(20):
+            async with http.stream(
+                "POST",
+                server.url,
+                content=json.dumps(_tools_call(2, CREATE)),
+                headers=headers(session_id),
+            ) as stream:
+                buffered = ""
+                async for chunk in stream.aiter_text():
+                    buffered += chunk
+                    complete = buffered.rsplit("\n\n", 1)[0] if "\n\n" in buffered else ""
+                    fresh = sse_messages(complete)[len(received) :]
+                    for message in fresh:
+                        received.append(message)
+                        if message.get("method") == "elicitation/create":
+                            # While the question is open it counts against the account (same principal).
+                            busy = await post(http, server.url, _tools_call(3, "return 1"), other_session)
+                            [answer] = sse_messages(busy.text)
+                            refusal = answer["result"]
+                            assert refusal["isError"] is True
+                            assert refusal["structuredContent"]["paused"] == 1
+                            assert (
+                                "answer or dismiss the approval requests your client is showing"
+                                in (refusal["content"][0]["text"])
+                            )
+        assert [message.get("method") for message in received] == ["elicitation/create", None]
+        result = received[-1]["result"]
+        assert result["isError"] is True
+        assert result["content"][0]["text"] == (
+            'Error: Execution ended: the approval request for tool "executor.coreTools.policies.create" was not '
+            "answered within the 2 seconds approval window, so the tool did not run. Ask the user, then run "
+            "execute again to ask once more."
+        )
+        with trio.fail_after(10):  # the one worker and the account's one place are free again
+            done = await post(http, server.url, _tools_call(4, "return 1"), other_session)
+        [answer] = sse_messages(done.text)
+        assert answer["result"]["content"][0]["text"] == "1"
