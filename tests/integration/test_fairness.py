@@ -112,7 +112,11 @@ async def test_one_account_at_its_limit_is_refused_and_others_are_served(
 
         async with trio.open_nursery() as background:
             background.start_soon(loop)
-            await trio.sleep(3)  # the loop's execute is admitted and spinning
+            with trio.fail_after(30):  # until the loop is admitted, a quick execute still runs
+                for _ in range(150):
+                    if (await execute(alice, "return 0")).is_error:
+                        break
+                    await trio.sleep(0.2)
             for _ in range(3):  # as many more as there are free workers: every one is refused at once
                 with trio.fail_after(10):
                     refused = await execute(alice, CREATE)
