@@ -24,6 +24,7 @@ from hypercorn.config import Config
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
 from executor_mcp.config import ConfigError, Settings
+from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine, Limits
 from executor_mcp.execution.runs import Book
 from executor_mcp.policies.service import Policies
@@ -170,7 +171,11 @@ async def _serve(
     )
     policies = Policies(control)
     catalog_tools = executor_tools(
-        Engine(pool, limits), build_catalog(), policies, Book(approval_window=settings.approval_window)
+        Engine(pool, limits),
+        build_catalog(),
+        policies,
+        Book(approval_window=settings.approval_window),
+        Admission(settings.max_executions_per_account),
     )
     idle = IdlePolicy(
         session_timeout=settings.session_timeout,

@@ -41,6 +41,7 @@ class Settings:
     execution_cpu_limit: float = 60.0
     execution_memory_limit: int = 64
     sandbox_workers: int = 64
+    max_executions_per_account: int = 16
     approval_window: float = 240.0
     session_timeout: float = 300.0
     paused_session_idle_timeout: float = 540.0
@@ -158,6 +159,11 @@ OPTIONS = (
     Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
     Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
+    Option(
+        "max_executions_per_account",
+        _positive_int,
+        "executions one account may have running or paused at once; one more is refused (default 16)",
+    ),
     Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval (default 240)"),
     Option("session_timeout", _positive_seconds, "idle seconds before a session's runtime is disposed (default 300)"),
     Option(

@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import attrs
@@ -65,8 +65,8 @@ class Engine:
         self._pool = pool
         self.limits = limits
 
-    async def run(self, code: str, invoke: Invoke) -> Outcome:
-        async with self._pool.lease() as worker:
+    async def run(self, code: str, invoke: Invoke, *, account: Hashable = None) -> Outcome:
+        async with self._pool.lease(account) as worker:
             return await _Run(worker, invoke, self.limits).drive(code)
 
 

@@ -23,12 +23,14 @@ import attrs
 import trio
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.execution.admission import Slot
 from executor_mcp.execution.results import (
     expired_result,
     forbidden_result,
     not_found_result,
     render_paused,
     settled_result,
+    ttl_words,
 )
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.context import Interaction, refuse_unless_accepted
@@ -77,13 +79,27 @@ class Pause:
     resolution: Deferred[JsonObject] = attrs.Factory(Deferred)
 
 
+@attrs.frozen
+class Ended:
+    """A pause that is no longer live, remembered so a late resume hears what became of it."""
+
+    owner: Owner
+    expired: bool  # else settled
+
+
 class Book:
+    """Every live pause, and a bounded memory of the ones that ended, each with its owner.
+
+    The owner is checked before anything else, for live and remembered ids alike: a stranger (another
+    account, or the same account name in another org) hears `execution_forbidden` for any id known here,
+    whatever became of it, and never its result; an id known nowhere is `execution_not_found` for all.
+    """
+
     def __init__(self, approval_window: float) -> None:
         self.approval_window = approval_window
         self._live: dict[str, Pause] = {}
         self._replays: OrderedDict[str, JsonObject] = OrderedDict()
-        self._settled: OrderedDict[str, None] = OrderedDict()
-        self._expired: OrderedDict[str, None] = OrderedDict()
+        self._ended: OrderedDict[str, Ended] = OrderedDict()
 
     def open(self, pause: Pause) -> None:
         self._live[pause.id] = pause
@@ -93,26 +109,26 @@ class Book:
         self._live.pop(pause.id, None)
         pause.resolution.set(result)
         _remember(self._replays, pause.id, result, REPLAYS)
-        _remember(self._settled, pause.id, None, REMEMBERED)
+        _remember(self._ended, pause.id, Ended(pause.owner, expired=False), REMEMBERED)
 
     def expire(self, pause: Pause) -> None:
         if self._live.pop(pause.id, None) is not None:
-            _remember(self._expired, pause.id, None, REMEMBERED)
+            _remember(self._ended, pause.id, Ended(pause.owner, expired=True), REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
     async def resume(self, execution_id: str, owner: Owner, answer: Answer) -> JsonObject:
+        pause, ended = self._live.get(execution_id), self._ended.get(execution_id)
+        known = pause or ended
+        if known is None:
+            return not_found_result(execution_id)
+        if known.owner != owner:
+            return forbidden_result(execution_id)
         replay = self._replays.get(execution_id)
         if replay is not None:
             return replay
-        pause = self._live.get(execution_id)
         if pause is None:
-            if execution_id in self._expired:
-                return expired_result(execution_id, self.approval_window)
-            if execution_id in self._settled:
-                return settled_result(execution_id)
-            return not_found_result(execution_id)
-        if pause.owner != owner:
-            return forbidden_result(execution_id)
+            assert ended is not None
+            return expired_result(execution_id, self.approval_window) if ended.expired else settled_result(execution_id)
         pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
         return await pause.resolution.wait()
 
@@ -125,18 +141,24 @@ def _remember(memory: OrderedDict[str, Any], key: str, value: Any, limit: int) -
 
 
 class Run:
-    """One execution; `drive` runs it, `gate` is the approval gate its tool calls pass through."""
+    """One execution; `drive` runs it, `gate` and `ask_inline` are the approval gates its tool calls pass.
 
-    def __init__(
-        self, book: Book, owner: Owner, lease: Callable[[], AbstractContextManager[None]] = nullcontext
-    ) -> None:
+    It holds its owner's admission `slot` from creation until `drive` ends, and marks it paused (with
+    the session's pause lease) whenever it waits on a human, in either elicitation mode.
+    """
+
+    def __init__(self, book: Book, slot: Slot, lease: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
         self._book = book
-        self._owner = owner
+        self._slot = slot
         self._lease = lease
         self._gate_lock = trio.Lock()
         self._resolving: Pause | None = None  # the pause whose resume waits on `next`
         self.scope = trio.CancelScope()
         self.next: Deferred[JsonObject] = Deferred()
+
+    @property
+    def owner(self) -> Owner:
+        return self._slot.owner
 
     async def drive(self, run: Callable[[], Awaitable[JsonObject]], defect: Callable[[], JsonObject]) -> None:
         """Run the execution and deliver its rendered result; never raises into the session's nursery."""
@@ -146,6 +168,7 @@ class Run:
         except Exception:
             self._deliver(defect())
         finally:
+            self._slot.release()
             if self._resolving is not None and not self._resolving.resolution.done:
                 self._book.expire(self._resolving)  # the run ended under a pending resume: tell it
 
@@ -155,7 +178,7 @@ class Run:
             window = self._book.approval_window
             pause = Pause(
                 id=f"exec_{uuid.uuid4()}",
-                owner=self._owner,
+                owner=self.owner,
                 interaction=interaction,
                 expires_at=time.time() + window,
                 ttl=window,
@@ -174,7 +197,7 @@ class Run:
             )
             self._resolving, self.next = pause, pause.resolution
             answer = None
-            with self._lease(), trio.move_on_after(window):
+            with self._lease(), self._slot.pausing(pause.id), trio.move_on_after(window):
                 answer = await pause.answer.wait()
             if answer is None:
                 # Nobody answered in time: the execution ends, and a late resume hears it expired.
@@ -184,8 +207,39 @@ class Run:
             assert answer is not None
             refuse_unless_accepted(interaction, answer.action)
 
+    async def ask_inline(self, interaction: Interaction, ask: Callable[[Interaction], Awaitable[str]]) -> None:
+        """Native elicitation: `ask` puts the question to the client and returns its action.
+
+        The wait follows the approval window like a pause: unanswered in time, the execution ends and
+        the `execute` call gets a result that says so, and the worker goes back to the pool.
+        """
+        window = self._book.approval_window
+        action = None
+        with self._lease(), self._slot.pausing(None), trio.move_on_after(window):
+            action = await ask(interaction)
+        if action is None:
+            self._deliver(unanswered_result(interaction.address, window))
+            self.scope.cancel()
+            await trio.lowlevel.checkpoint()
+        assert action is not None
+        refuse_unless_accepted(interaction, action)
+
     def _deliver(self, result: JsonObject) -> None:
         if self._resolving is not None:
             self._book.resolve(self._resolving, result)
         else:
             self.next.set(result)
+
+
+def unanswered_result(address: str, window: float) -> JsonObject:
+    """How an execution ends when its inline approval request went unanswered for the whole window."""
+    error = (
+        f'Execution ended: the approval request for tool "{address}" was not answered within the '
+        f"{ttl_words(window)} approval window, so the tool did not run. Ask the user, then run execute again "
+        "to ask once more."
+    )
+    return {
+        "content": [{"type": "text", "text": f"Error: {error}"}],
+        "structuredContent": {"status": "error", "error": error, "reason": "approval_expired"},
+        "isError": True,
+    }

@@ -12,13 +12,14 @@ shutdown) kills them all; no process outlives the server.
 import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from executor_mcp.sandbox.protocol import FrameDecoder, FrameError, encode
+from executor_mcp.sandbox.slots import FairSlots
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class Worker:
 class WorkerPool:
     def __init__(self, *, spares: int = 2, max_workers: int = 64, command: list[str] | None = None) -> None:
         self._spares = spares
-        self._slots = trio.CapacityLimiter(max_workers)
+        self._slots = FairSlots(max_workers)
         self._command = command or worker_command()
         self._idle: list[Worker] = []
         self._nursery: trio.Nursery | None = None
@@ -95,9 +96,12 @@ class WorkerPool:
             await trio.sleep_forever()
 
     @asynccontextmanager
-    async def lease(self) -> AsyncIterator[Worker]:
-        """A worker for one execution; it is returned warm only if the execution marked it reusable."""
-        async with self._slots:
+    async def lease(self, account: Hashable = None) -> AsyncIterator[Worker]:
+        """A worker for one execution of `account`, shared fairly (`slots.py`) when the pool is full.
+
+        It is returned warm only if the execution marked it reusable.
+        """
+        async with self._slots.hold(account):
             worker = self._take_idle() or await self._start()
             worker.reusable = False
             try:

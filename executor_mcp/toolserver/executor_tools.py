@@ -2,16 +2,20 @@
 
 An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
 later request, from this session or another of the same account and org. In `native` elicitation mode
-there is no `resume`: a gated call asks the client inline with `elicitation/create`.
+there is no `resume`: a gated call asks the client inline with `elicitation/create`, and waits for the
+answer no longer than the approval window.
 
 Argument problems are tool results with `isError`, in the MCP SDK's wording, not JSON-RPC errors: a
 model reads them and corrects its call.
 """
 
+import functools
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.execution.admission import Admission, Refusal, refusal_result
 from executor_mcp.execution.engine import Engine, Outcome, internal_error
 from executor_mcp.execution.results import render
 from executor_mcp.execution.runs import Answer, Book, Run
@@ -26,7 +30,7 @@ from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.tools.context import CallContext, Gate, Interaction, refuse_unless_accepted
+from executor_mcp.tools.context import CallContext, Gate, Interaction
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
@@ -82,7 +86,9 @@ RESUME = Tool(
 ACTIONS = ("accept", "decline", "cancel")
 
 
-def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: Book) -> ToolFactory:
+def executor_tools(
+    engine: Engine, catalog: Catalog, policies: Policies, book: Book, admission: Admission
+) -> ToolFactory:
     async def execute(arguments: JsonObject, context: ToolContext) -> JsonObject:
         code = arguments.get("code")
         issues = _code_issues(code)
@@ -90,18 +96,30 @@ def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: B
             return _invalid("execute", issues)
         assert isinstance(code, str)
         owner = context.session.owner
-        run = Run(book, owner, context.pause_lease)
-        gate = run.gate if context.session.elicitation_mode != "native" else _native_gate(context)
+        slot = admission.admit(owner)
+        if isinstance(slot, Refusal):
+            return refusal_result(slot)
+        run = Run(book, slot, context.pause_lease)
+        gate: Gate = run.gate
+        if context.session.elicitation_mode == "native":
+            gate = functools.partial(run.ask_inline, ask=_ask_client(context))
         call_context = CallContext(principal=owner, policies=policies, gate=gate)
 
         async def body() -> JsonObject:
-            return render(await engine.run(code.strip(), lambda path, args: catalog.invoke(path, args, call_context)))
+            outcome = await engine.run(
+                code.strip(), lambda path, args: catalog.invoke(path, args, call_context), account=owner
+            )
+            return render(outcome)
 
         def defect() -> JsonObject:
             return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
 
         first = run.next
-        context.nursery.start_soon(run.drive, body, defect)
+        try:
+            context.nursery.start_soon(run.drive, body, defect)
+        except BaseException:
+            slot.release()  # the run never started (the session is closing): its place is free again
+            raise
         try:
             return await first.wait()
         finally:
@@ -154,22 +172,21 @@ def executor_tools(engine: Engine, catalog: Catalog, policies: Policies, book: B
     return factory
 
 
-def _native_gate(context: ToolContext) -> Gate:
+def _ask_client(context: ToolContext) -> Callable[[Interaction], Awaitable[str]]:
     """Ask the client inline (`elicitation/create`); any failure, or no such capability, is a cancel."""
 
-    async def gate(interaction: Interaction) -> None:
-        action = "cancel"
-        if "elicitation" in context.session.client_capabilities:
-            params = {"message": interaction.message, "requestedSchema": interaction.requested_schema}
-            try:
-                answer = await context.ask("elicitation/create", params)
-            except Exception:
-                answer = {}
-            if answer.get("action") in ACTIONS:
-                action = answer["action"]
-        refuse_unless_accepted(interaction, action)
+    async def ask(interaction: Interaction) -> str:
+        if "elicitation" not in context.session.client_capabilities:
+            return "cancel"
+        params = {"message": interaction.message, "requestedSchema": interaction.requested_schema}
+        try:
+            answer = await context.ask("elicitation/create", params)
+        except Exception:
+            return "cancel"
+        action = answer.get("action") if isinstance(answer, dict) else None
+        return action if isinstance(action, str) and action in ACTIONS else "cancel"
 
-    return gate
+    return ask
 
 
 def _content(raw: Any) -> JsonObject | None:

@@ -1,0 +1,150 @@
+"""The per-account execution budget and the fair sharing of sandbox workers, without a server."""
+
+import pytest
+import trio
+import trio.testing
+
+from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
+from executor_mcp.sandbox.slots import FairSlots, SlotQueue
+from executor_mcp.storage.records import Owner
+
+ALICE = Owner("alice", "acme")
+NAMESAKE = Owner("alice", "evil")
+BOB = Owner("bob", "acme")
+
+
+def admitted(admission: Admission, owner: Owner) -> Slot:
+    slot = admission.admit(owner)
+    assert isinstance(slot, Slot)
+    return slot
+
+
+def test_the_budget_is_per_account_and_org() -> None:
+    admission = Admission(2)
+    first, second = admitted(admission, ALICE), admitted(admission, ALICE)
+    assert isinstance(admission.admit(ALICE), Refusal)
+    admitted(admission, NAMESAKE)  # the same account name in another org is someone else
+    admitted(admission, BOB)
+    first.release()
+    first.release()  # idempotent: a second release frees nothing more
+    third = admitted(admission, ALICE)
+    assert isinstance(admission.admit(ALICE), Refusal)
+    second.release()
+    third.release()
+    assert admission.in_progress(ALICE) == 0
+
+
+def test_a_refusal_counts_pauses_and_names_them() -> None:
+    admission = Admission(3)
+    slots = [admitted(admission, ALICE) for _ in range(3)]
+    with slots[0].pausing("exec_1"), slots[1].pausing(None):
+        refusal = admission.admit(ALICE)
+        assert refusal == Refusal(limit=3, running=1, paused=2, pause_ids=("exec_1",))
+    assert admission.admit(ALICE) == Refusal(limit=3, running=3, paused=0, pause_ids=())
+
+    result = refusal_result(Refusal(limit=3, running=1, paused=2, pause_ids=("exec_1",)))
+    text = result["content"][0]["text"]
+    assert result["isError"] is True
+    assert text.startswith("Execution refused: this account already has 3 executions in progress (1 running, 2 paused")
+    assert 'resume tool (action "accept" to let one go on, "decline" or "cancel" to end it): exec_1.' in text
+    assert result["structuredContent"]["pausedExecutionIds"] == ["exec_1"]
+
+
+def test_a_refusal_lists_a_bounded_number_of_pauses() -> None:
+    ids = tuple(f"exec_{n}" for n in range(25))
+    text = refusal_result(Refusal(limit=25, running=0, paused=25, pause_ids=ids))["content"][0]["text"]
+    assert "exec_9 and 15 more." in text
+    assert "exec_10" not in text
+    assert "Running executions" not in text
+
+
+def test_only_native_waits_point_at_the_client() -> None:
+    text = refusal_result(Refusal(limit=1, running=0, paused=1, pause_ids=()))["content"][0]["text"]
+    assert "answer or dismiss the approval requests your client is showing" in text
+    assert "resume tool" not in text
+
+
+def test_a_freed_slot_goes_to_the_account_holding_fewest() -> None:
+    queue = SlotQueue(capacity=3, per_key=3)
+    for _ in range(3):
+        _, granted = queue.request("a")
+        assert len(granted) == 1
+    waiting_a, granted = queue.request("a")
+    assert granted == []
+    waiting_b, granted = queue.request("b")  # later, but b holds nothing
+    assert granted == []
+    assert queue.release("a") == [waiting_b]
+    assert queue.release("a") == [waiting_a]
+    assert (queue.held("a"), queue.held("b")) == (2, 1)
+
+
+def test_equals_are_served_in_arrival_order_and_withdrawn_waiters_skipped() -> None:
+    queue = SlotQueue(capacity=1, per_key=1)
+    queue.request("x")
+    first, _ = queue.request("a")
+    second, _ = queue.request("b")
+    third, _ = queue.request("c")
+    queue.withdraw(first)
+    assert queue.release("x") == [second]
+    assert queue.release("b") == [third]
+
+
+def test_no_account_takes_the_last_slot() -> None:
+    queue = SlotQueue(capacity=3, per_key=2)
+    assert [len(queue.request("a")[1]) for _ in range(3)] == [1, 1, 0]
+    assert queue.in_use == 2
+    ticket, granted = queue.request("b")
+    assert granted == [ticket]
+
+
+@pytest.mark.parametrize(("capacity", "per_key"), [(1, 1), (2, 1), (64, 63)])
+def test_the_default_share_leaves_one_worker_for_the_others(capacity: int, per_key: int) -> None:
+    assert FairSlots(capacity).queue.per_key == per_key
+
+
+async def test_fair_slots_wake_waiters_and_survive_cancellation() -> None:
+    slots = FairSlots(1)
+    order: list[str] = []
+    release_first = trio.Event()
+
+    async def hold(key: str, until: trio.Event | None = None) -> None:
+        async with slots.hold(key):
+            order.append(key)
+            if until is not None:
+                await until.wait()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold, "a", release_first)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.CancelScope() as cancelled:
+            cancelled.cancel()
+            await hold("gone")  # cancelled while it would wait: leaves no trace
+        nursery.start_soon(hold, "b")
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == ["a"]
+        release_first.set()
+    assert order == ["a", "b"]
+    assert slots.queue.in_use == 0
+
+
+async def test_a_waiter_cancelled_as_it_is_granted_hands_the_slot_on() -> None:
+    slots = FairSlots(1)
+    done: list[str] = []
+
+    async def waiter(key: str, scope: trio.CancelScope) -> None:
+        with scope:
+            async with slots.hold(key):
+                done.append(key)
+
+    held = slots.hold("a")
+    await held.__aenter__()
+    async with trio.open_nursery() as nursery:
+        doomed, kept = trio.CancelScope(), trio.CancelScope()
+        nursery.start_soon(waiter, "b", doomed)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(waiter, "c", kept)
+        await trio.testing.wait_all_tasks_blocked()
+        doomed.cancel()  # "b" is cancelled ...
+        await held.__aexit__(None, None, None)  # ... and granted before it runs again
+    assert done == ["c"]
+    assert slots.queue.in_use == 0
