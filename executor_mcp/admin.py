@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from executor_mcp.auth.api_keys import digest, new_api_key
+from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
 from executor_mcp.policies.model import Owner as PolicyOwner
 from executor_mcp.policies.service import (
@@ -58,6 +59,11 @@ async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
 
 
 async def keys_create(data_dir: Path, account_id: str, org_id: str) -> int:
+    for flag, value in (("--user", account_id), ("--org", org_id)):
+        problem = identity_problem(value)
+        if problem:
+            print(f"executor-mcp: error: {flag} {problem}", file=sys.stderr)
+            return 2
     key_id, key = new_api_key()
     async with _control_plane(data_dir) as control:
         record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time())
