@@ -3,6 +3,9 @@
 Every operation is scoped: an org rule belongs to the principal's organization, a user rule to the
 principal's account within it. A rule of another org or account does not exist for the caller (so
 updating or removing it is "not found", never "forbidden", which would confirm it exists).
+
+Each owner holds at most `MAX_RULES_PER_OWNER` rules and every field is bounded, because every tool
+call of the org reads its rules.
 """
 
 import secrets
@@ -30,6 +33,12 @@ from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.storage.records import PolicyRecord
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+# Far beyond any real tool id or hand-written position, small enough that a tool call's read stays cheap.
+MAX_PATTERN_LENGTH = 512
+MAX_POSITION_LENGTH = 64
+# Per owner: the org's rules, and each account's own rules in the org.
+MAX_RULES_PER_OWNER = 256
 
 
 class PolicyError(ValueError):
@@ -69,6 +78,7 @@ def parse_action(value: Any) -> Action:
 def parse_pattern(value: Any) -> str:
     if not isinstance(value, str):
         raise PolicyError("pattern must be a string")
+    _check_text("pattern", value, MAX_PATTERN_LENGTH)
     try:
         return validate_pattern(value)
     except InvalidPattern as exc:
@@ -80,7 +90,15 @@ def parse_position(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or not value:
         raise PolicyError("position must be a non-empty string")
+    _check_text("position", value, MAX_POSITION_LENGTH)
     return value
+
+
+def _check_text(field: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise PolicyError(f"{field} must be at most {limit} characters")
+    if not value.isprintable():
+        raise PolicyError(f"{field} must be printable text")
 
 
 def parse_new(values: Mapping[str, Any]) -> tuple[Owner, str, Action, str | None]:
@@ -127,12 +145,12 @@ class Policies:
 
     async def list(self, principal: Principal) -> list[PolicyRecord]:
         """The principal's org rules and own user rules, in evaluation order."""
-        visible = _visible(await self._control.policies(_org(principal)), principal)
+        visible = await self._control.policies(_org(principal), principal.account_id)
         by_id = {record.id: record for record in visible}
         return [by_id[rule.id] for rule in evaluation_order([to_rule(record) for record in visible])]
 
     async def decide(self, principal: Principal, tool_id: str, requires_approval: bool) -> Decision:
-        rules = [to_rule(record) for record in _visible(await self._control.policies(_org(principal)), principal)]
+        rules = [to_rule(record) for record in await self._control.policies(_org(principal), principal.account_id)]
         return decide(rules, tool_id, requires_approval)
 
     async def create(
@@ -140,8 +158,10 @@ class Policies:
     ) -> PolicyRecord:
         now = self._clock()
 
-        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], PolicyRecord]:
-            mine = [r for r in _visible(records, principal) if r.owner == owner.value]
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
+            mine = [r for r in records if r.owner == owner.value]
+            if len(mine) >= MAX_RULES_PER_OWNER:
+                raise PolicyError(f"At most {MAX_RULES_PER_OWNER} {owner.value} rules are allowed; remove one first")
             renumbered: list[PolicyRecord] = []
             chosen = position or position_for([to_rule(r) for r in mine], pattern)
             if chosen is None:
@@ -161,7 +181,7 @@ class Policies:
             )
             return [*renumbered, record], [], record
 
-        return await self._control.edit_policies(_org(principal), edit)
+        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
     async def update(
         self,
@@ -175,8 +195,8 @@ class Policies:
     ) -> PolicyRecord:
         now = self._clock()
 
-        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], PolicyRecord]:
-            record = _find(records, principal, policy_id, owner)
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
+            record = _find(records, policy_id, owner)
             changes: dict[str, Any] = {"updated_at": now}
             if pattern is not None:
                 changes["pattern"] = pattern
@@ -187,13 +207,13 @@ class Policies:
             updated = attrs.evolve(record, **changes)
             return [updated], [], updated
 
-        return await self._control.edit_policies(_org(principal), edit)
+        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
     async def remove(self, principal: Principal, policy_id: str, owner: Owner) -> None:
-        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], None]:
-            return [], [_find(records, principal, policy_id, owner).id], None
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], None]:
+            return [], [_find(records, policy_id, owner)], None
 
-        await self._control.edit_policies(_org(principal), edit)
+        await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
 
 def _org(principal: Principal) -> str:
@@ -202,17 +222,9 @@ def _org(principal: Principal) -> str:
     return principal.org_id
 
 
-def _visible(records: list[PolicyRecord], principal: Principal) -> list[PolicyRecord]:
-    return [
-        record
-        for record in records
-        if record.owner == Owner.ORG.value
-        or (record.owner == Owner.USER.value and record.account_id == principal.account_id)
-    ]
-
-
-def _find(records: list[PolicyRecord], principal: Principal, policy_id: str, owner: Owner) -> PolicyRecord:
-    for record in _visible(records, principal):
+def _find(records: list[PolicyRecord], policy_id: str, owner: Owner) -> PolicyRecord:
+    """The caller's rule of that owner; `records` are already only the ones the caller sees."""
+    for record in records:
         if record.id == policy_id and record.owner == owner.value:
             return record
     raise PolicyNotFound(f"Policy not found: {policy_id}")

@@ -106,7 +106,8 @@ async def _list_policies(_: Any, context: CallContext) -> JsonObject:
 
 
 async def _create_policy(args: Any, context: CallContext) -> JsonObject:
-    record = await context.policies.create(context.principal, *parse_new(_arguments(args)))
+    with _policy_failures():
+        record = await context.policies.create(context.principal, *parse_new(_arguments(args)))
     return _public(describe(record))
 
 
@@ -131,6 +132,8 @@ def _policy_failures() -> Iterator[None]:
         yield
     except PolicyNotFound as exc:
         raise ToolFailure("policy_not_found", str(exc)) from None
+    except PolicyError as exc:
+        raise ToolFailure("policy_refused", str(exc)) from None
 
 
 def _policy_tool(
