@@ -4,6 +4,8 @@ Every operation is scoped: an org rule belongs to the principal's organization, 
 principal's account within it. A rule of another org or account does not exist for the caller (so
 updating or removing it is "not found", never "forbidden", which would confirm it exists).
 
+Org rules are changed only by an org admin (`Principal.org_admin`: everyone unless the server runs
+with `--org-admin-claim`); anyone else gets `PolicyForbidden` for them and manages only their own rules.
 Each owner holds at most `MAX_RULES_PER_OWNER` rules and every field is bounded, because every tool
 call of the org reads its rules.
 """
@@ -47,6 +49,10 @@ class PolicyError(ValueError):
 
 class PolicyNotFound(PolicyError):
     pass
+
+
+class PolicyForbidden(PolicyError):
+    """The caller may not change the organization's rules (only its own)."""
 
 
 def new_policy_id(now: float) -> str:
@@ -156,6 +162,7 @@ class Policies:
     async def create(
         self, principal: Principal, owner: Owner, pattern: str, action: Action, position: str | None = None
     ) -> PolicyRecord:
+        may_change(principal, owner)
         now = self._clock()
 
         def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
@@ -193,6 +200,7 @@ class Policies:
         action: Action | None = None,
         position: str | None = None,
     ) -> PolicyRecord:
+        may_change(principal, owner)
         now = self._clock()
 
         def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
@@ -210,6 +218,8 @@ class Policies:
         return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
     async def remove(self, principal: Principal, policy_id: str, owner: Owner) -> None:
+        may_change(principal, owner)
+
         def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], None]:
             return [], [_find(records, policy_id, owner)], None
 
@@ -220,6 +230,14 @@ def _org(principal: Principal) -> str:
     if not principal.org_id:
         raise PolicyError("policies need an organization")
     return principal.org_id
+
+
+def may_change(principal: Principal, owner: Owner) -> None:
+    """Refuse a change of the org's rules by a non-admin (`PolicyForbidden`), and a user rule with no account."""
+    if owner is Owner.USER and not principal.account_id:
+        raise PolicyError("user rules need an account")
+    if owner is Owner.ORG and not principal.org_admin:
+        raise PolicyForbidden("Only an organization admin can create, change or remove org rules")
 
 
 def _find(records: list[PolicyRecord], policy_id: str, owner: Owner) -> PolicyRecord:

@@ -6,10 +6,10 @@
     DELETE /api/policies/<id>     {owner}                                         -> {"removed": true}
 
 Authenticated exactly like `/mcp`. Errors are `{"error": "<message>"}` with 400 (bad request), 401/403/
-503 (authentication, with the same challenge and `Retry-After` as `/mcp`), 404 (no such policy for this
-bearer), 405 (another method), 413 (a body over 64 KiB) or 415 (a change whose body is not
-`application/json`: a page in a browser can send a `text/plain` POST without a preflight, never a JSON
-one). Nothing is written unless the whole request is valid.
+503 (authentication, with the same challenge and `Retry-After` as `/mcp`), 403 (an org rule changed by a
+non-admin), 404 (no such policy for this bearer), 405 (another method), 413 (a body over 64 KiB) or 415
+(a change whose body is not `application/json`: a page in a browser can send a `text/plain` POST without
+a preflight, never a JSON one). Nothing is written unless the whole request is valid.
 """
 
 import json
@@ -22,6 +22,7 @@ from executor_mcp.codec import dumps
 from executor_mcp.policies.service import (
     Policies,
     PolicyError,
+    PolicyForbidden,
     PolicyNotFound,
     describe,
     parse_change,
@@ -110,7 +111,7 @@ async def _body() -> dict[str, Any] | Response:
 
 
 def _policy_error(exc: PolicyError) -> Response:
-    status = 404 if isinstance(exc, PolicyNotFound) else 400
+    status = 404 if isinstance(exc, PolicyNotFound) else 403 if isinstance(exc, PolicyForbidden) else 400
     return _error(status, str(exc))
 
 

@@ -1,4 +1,4 @@
-"""Policies in the control plane over real LMDB: reads scoped to the caller, and limits."""
+"""Policies in the control plane over real LMDB: reads scoped to the caller, limits, the admin rule."""
 
 import json
 from pathlib import Path
@@ -11,14 +11,15 @@ from executor_mcp.policies.service import (
     MAX_RULES_PER_OWNER,
     Policies,
     PolicyError,
+    PolicyForbidden,
     parse_new,
 )
 from executor_mcp.storage.control import CONTROL_FILE, ControlPlane
 from executor_mcp.storage.records import Owner as Principal
 
-ALICE = Principal("alice", "acme")
-BOB = Principal("bob", "acme")
-EVE = Principal("eve", "evil")
+ALICE = Principal("alice", "acme", org_admin=True)
+BOB = Principal("bob", "acme", org_admin=True)
+EVE = Principal("eve", "evil", org_admin=True)
 
 
 def poison(data_dir: Path, keys: list[bytes]) -> None:
@@ -70,6 +71,31 @@ async def test_each_owner_holds_a_bounded_number_of_rules(tmp_path: Path) -> Non
         await policies.create(BOB, Owner.USER, "mine", Action.BLOCK)
         await policies.create(EVE, Owner.ORG, "theirs", Action.BLOCK)
         assert len(await policies.list(BOB)) == MAX_RULES_PER_OWNER + 1
+    finally:
+        await control.close()
+
+
+async def test_only_an_org_admin_changes_org_rules(tmp_path: Path) -> None:
+    control = await ControlPlane.open(tmp_path)
+    try:
+        policies = Policies(control)
+        member = Principal("carol", "acme")
+        rule = await policies.create(ALICE, Owner.ORG, "a", Action.BLOCK)
+        for change in (
+            policies.create(member, Owner.ORG, "b", Action.APPROVE),
+            policies.update(member, rule.id, Owner.ORG, action=Action.APPROVE),
+            policies.remove(member, rule.id, Owner.ORG),
+        ):
+            with pytest.raises(PolicyForbidden):
+                await change
+        mine = await policies.create(member, Owner.USER, "b", Action.APPROVE)
+        await policies.update(member, mine.id, Owner.USER, action=Action.BLOCK)
+        assert [(record.pattern, record.action) for record in await policies.list(member)] == [
+            ("b", "block"),
+            ("a", "block"),
+        ]
+        # The role is not part of who someone is: the same account and org, whatever the role.
+        assert member == Principal("carol", "acme", org_admin=True)
     finally:
         await control.close()
 
