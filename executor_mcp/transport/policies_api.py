@@ -45,7 +45,7 @@ class PoliciesApi:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in ("GET", "HEAD", "POST"):
-            return _error(405, "Method not allowed")
+            return _error(405, "Method not allowed", {"Allow": "GET, HEAD, POST, OPTIONS"})
         principal = await self._principal()
         if isinstance(principal, Response):
             return principal
@@ -64,7 +64,7 @@ class PoliciesApi:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in ("PATCH", "DELETE"):
-            return _error(405, "Method not allowed")
+            return _error(405, "Method not allowed", {"Allow": "PATCH, DELETE, OPTIONS"})
         principal = await self._principal()
         if isinstance(principal, Response):
             return principal
@@ -98,9 +98,11 @@ async def _body() -> dict[str, Any] | Response:
     )
     if (request.content_length or 0) > MAX_POLICY_BODY_BYTES:
         return too_large
-    raw = await request.get_data(cache=False)
-    if len(raw) > MAX_POLICY_BODY_BYTES:
-        return too_large
+    raw = bytearray()
+    async for chunk in request.body:  # a chunked body has no length to check first
+        raw += chunk
+        if len(raw) > MAX_POLICY_BODY_BYTES:
+            return too_large
     try:
         body = json.loads(raw.decode("utf-8")) if raw.strip() else {}
     except (ValueError, RecursionError):

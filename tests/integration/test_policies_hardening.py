@@ -38,6 +38,34 @@ async def test_head_with_a_body_writes_nothing(executor: ServerUnderTest, http: 
     assert (await http.get(api)).json() == []
 
 
+@pytest.mark.parametrize(("method", "path"), [("PUT", ""), ("DELETE", ""), ("GET", "/pol_x"), ("HEAD", "/pol_x")])
+async def test_other_methods_are_405_with_the_api_error(
+    executor: ServerUnderTest, http: httpx.AsyncClient, method: str, path: str
+) -> None:
+    refused = await http.request(method, api_of(executor) + path, json=RULE)
+    assert refused.status_code == 405
+    assert refused.headers["content-type"] == "application/json"
+    if method != "HEAD":
+        assert refused.json() == {"error": "Method not allowed"}
+    assert (await http.get(api_of(executor))).json() == []
+
+
+async def test_a_chunked_body_is_bounded_too(executor: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    async def chunks():
+        yield json.dumps({**RULE, "position": ""})[:-2].encode()  # up to the opening quote of the position
+        for _ in range(100):
+            yield b"9" * 1024
+        yield b'"}'
+
+    refused = await http.post(api_of(executor), content=chunks(), headers={"content-type": "application/json"})
+    assert "content-length" not in refused.request.headers
+    assert (refused.status_code, refused.json()) == (
+        413,
+        {"error": "Request body too large. Maximum size is 65536 bytes"},
+    )
+    assert (await http.get(api_of(executor))).json() == []
+
+
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
 async def test_changes_need_a_json_body(
     executor: ServerUnderTest, http: httpx.AsyncClient, content_type: str | None
