@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from executor_mcp.auth.api_keys import digest, new_api_key
+from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
 from executor_mcp.policies.model import Owner as PolicyOwner
 from executor_mcp.policies.service import (
@@ -57,13 +58,19 @@ async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
     return 0
 
 
-async def keys_create(data_dir: Path, account_id: str, org_id: str) -> int:
+async def keys_create(data_dir: Path, account_id: str, org_id: str, admin: bool = False) -> int:
+    for flag, value in (("--user", account_id), ("--org", org_id)):
+        problem = identity_problem(value)
+        if problem:
+            print(f"executor-mcp: error: {flag} {problem}", file=sys.stderr)
+            return 2
     key_id, key = new_api_key()
     async with _control_plane(data_dir) as control:
-        record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time())
+        record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time(), admin=admin)
         await control.put_api_key(digest(key), record)
+    role = "admin " if admin else ""
     print(
-        f"created API key {key_id} for account {account_id} in organization {org_id}; it is shown only once:",
+        f"created {role}API key {key_id} for account {account_id} in organization {org_id}; it is shown only once:",
         file=sys.stderr,
     )
     print(key)
@@ -73,7 +80,7 @@ async def keys_create(data_dir: Path, account_id: str, org_id: str) -> int:
 async def keys_list(data_dir: Path) -> int:
     async with _control_plane(data_dir) as control:
         for key in sorted(await control.api_keys(), key=lambda record: record.created_at):
-            state = "revoked" if key.revoked else "active"
+            state = ("revoked" if key.revoked else "active") + (" admin" if key.admin else "")
             print(f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}")
     return 0
 
@@ -89,7 +96,8 @@ async def keys_revoke(data_dir: Path, key_id: str) -> int:
 
 
 def _principal(org_id: str, account_id: str | None) -> Owner:
-    return Owner(account_id=account_id or "", org_id=org_id)
+    """The operator on the data dir administers every org."""
+    return Owner(account_id=account_id or "", org_id=org_id, org_admin=True)
 
 
 async def policies_list(data_dir: Path, org_id: str, account_id: str | None) -> int:

@@ -135,7 +135,7 @@ async def build_authenticator(
         verifier = TokenVerifier(
             jwks=JwksKeys(settings.jwks_url, http), issuer=settings.jwt_issuer, audience=settings.jwt_audience
         )
-    return BearerAuth(verifier, control, lambda: public.metadata_url, time.time)
+    return BearerAuth(verifier, control, lambda: public.metadata_url, time.time, settings.org_admin_claim)
 
 
 async def serve(

@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     create = key_actions.add_parser("create", help="create an API key (printed once)")
     create.add_argument("--user", required=True, help="the account the key acts as")
     create.add_argument("--org", required=True, help="the organization the key acts in")
+    create.add_argument("--admin", action="store_true", help="the key may change org rules (see --org-admin-claim)")
     _add_options(create, _DATA_OPTIONS)
     _add_options(key_actions.add_parser("list", help="API keys, without their secrets"), _DATA_OPTIONS)
     revoke = key_actions.add_parser("revoke", help="revoke an API key by its id")
@@ -112,7 +113,7 @@ def _admin(args: argparse.Namespace, settings: Settings):
         case "orgs", "revoke" | "restore":
             return partial(admin.orgs_set_revoked, data_dir, args.org, args.action == "revoke")
         case "keys", "create":
-            return partial(admin.keys_create, data_dir, args.user, args.org)
+            return partial(admin.keys_create, data_dir, args.user, args.org, args.admin)
         case "keys", "list":
             return partial(admin.keys_list, data_dir)
         case "policies", "list":

@@ -53,6 +53,7 @@ class Settings:
     jwks_url: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
+    org_admin_claim: tuple[str, str] | None = None
     authorization_server: tuple[str, ...] = ()
 
     @property
@@ -123,6 +124,13 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+def _claim(text: str) -> tuple[str, str]:
+    name, equals, value = text.strip().partition("=")
+    if not equals or not name.strip() or not value.strip():
+        raise ValueError("must be NAME=VALUE, e.g. org_role=admin")
+    return name.strip(), value.strip()
+
+
 def _log_level(text: str) -> str:
     if text.lower() not in {"debug", "info", "warning", "error"}:
         raise ValueError("must be one of debug, info, warning, error")
@@ -180,6 +188,12 @@ OPTIONS = (
     Option("jwt_issuer", _text, "required `iss` of tokens"),
     Option("jwt_audience", _text, "required `aud` of tokens"),
     Option(
+        "org_admin_claim",
+        _claim,
+        "NAME=VALUE: only tokens with this claim (and API keys made with --admin) change org rules "
+        "(default: every member of the org)",
+    ),
+    Option(
         "authorization_server",
         _url,
         "an OAuth authorization server to advertise in the protected-resource metadata (repeatable)",
@@ -221,6 +235,8 @@ def _checked(settings: Settings) -> Settings:
         raise ConfigError("--auth jwt needs exactly one of --jwt-secret-file and --jwks-url")
     if settings.auth == "none" and (settings.jwt_secret_file or settings.jwks_url):
         raise ConfigError("--jwt-secret-file and --jwks-url need --auth jwt")
+    if settings.auth == "none" and settings.org_admin_claim:
+        raise ConfigError("--org-admin-claim needs --auth jwt (the local principal of --auth none is an admin)")
     return settings
 
 

@@ -67,10 +67,11 @@ class SigningKey:
 
 @attrs.define
 class JwksServer:
-    """A JWKS endpoint on 127.0.0.1, whose keys and health the test controls."""
+    """A JWKS endpoint on 127.0.0.1, whose keys, health and speed the test controls."""
 
     keys: list[SigningKey]
     failing: bool = False
+    delay: float = 0.0  # seconds before each answer: a hanging endpoint
     fetches: int = 0
     url: str = ""
 
@@ -82,6 +83,7 @@ class JwksServer:
                     return
                 await send({"type": "lifespan.startup.complete"})
         self.fetches += 1
+        await trio.sleep(self.delay)
         status, body = (
             (500, b"boom") if self.failing else (200, json.dumps({"keys": [k.jwk() for k in self.keys]}).encode())
         )

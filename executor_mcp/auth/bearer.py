@@ -2,17 +2,23 @@
 
 from collections.abc import Mapping
 
-BEARER_PREFIX = "Bearer "
+BEARER_SCHEME = "bearer"
 # Larger than any real JWT or API key; a bigger bearer is refused without parsing it.
 MAX_TOKEN_LENGTH = 16 * 1024
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
-    """The token after `Bearer ` (possibly empty), or None when the request carries no bearer at all."""
+    """The token of a `Bearer` authorization (possibly empty), or None when the request carries no bearer.
+
+    The scheme is case-insensitive (RFC 9110), and servers strip trailing whitespace from header values,
+    so `Bearer ` arrives as `Bearer`: an empty bearer, which is a bad token, not a missing one."""
     value = headers.get("authorization")
-    if value is None or not value.startswith(BEARER_PREFIX):
+    if value is None:
         return None
-    return value[len(BEARER_PREFIX) :].strip()
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != BEARER_SCHEME:
+        return None
+    return token.strip()
 
 
 def is_jwt_shaped(token: str) -> bool:

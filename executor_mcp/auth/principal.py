@@ -8,11 +8,15 @@ an API key. Then the organization must be present and not revoked in the control
 Refusals, as upstream §1.5: no bearer 401 with a bare challenge; a bad bearer 401 `invalid_token`; no
 or revoked organization 403 (`Forbidden`, carrying the verified account so the caller can condemn that
 account's own session); verification impossible right now 503, which never condemns anything.
+
+Org admins: with `--org-admin-claim NAME=VALUE` only a JWT whose claim NAME is VALUE (or a list holding
+VALUE) and an API key created with `--admin` may change the org's rules; without it every member may.
+The local principal of `--auth none` is always an admin.
 """
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from executor_mcp.auth.api_keys import digest
 from executor_mcp.auth.bearer import MAX_TOKEN_LENGTH, bearer_token, challenge, is_jwt_shaped
@@ -25,7 +29,7 @@ log = logging.getLogger(__name__)
 
 Principal = Owner
 
-LOCAL_PRINCIPAL = Principal(account_id="local", org_id="local")
+LOCAL_PRINCIPAL = Principal(account_id="local", org_id="local", org_admin=True)
 
 
 class Forbidden(Refused):
@@ -52,8 +56,10 @@ class BearerAuth:
         control: ControlPlane,
         resource_metadata_url: Callable[[], str],
         clock: Callable[[], float],
+        org_admin_claim: tuple[str, str] | None = None,
     ) -> None:
         self._verifier = verifier
+        self._admin_claim = org_admin_claim
         self._control = control
         self._metadata_url = resource_metadata_url
         self._clock = clock
@@ -68,25 +74,32 @@ class BearerAuth:
         try:
             if is_jwt_shaped(token):
                 claims = await self._verifier.verify(token)
-                account, org = claims.account_id, claims.org_id
+                account, org, admin = claims.account_id, claims.org_id, self._holds_admin_claim(claims.values)
             else:
-                account, org = await self._api_key(token)
+                account, org, admin = await self._api_key(token)
             if not org or not await self._org_is_live(org):
                 raise Forbidden(account)
         except InvalidToken as exc:
             raise self._invalid(str(exc)) from None
         except Unavailable:
             raise Refused(Refusal.AUTH_UNAVAILABLE) from None
-        return Principal(account_id=account, org_id=org)
+        return Principal(account_id=account, org_id=org, org_admin=admin)
 
     def _invalid(self, description: str) -> Refused:
         return Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url(), description))
 
-    async def _api_key(self, token: str) -> tuple[str, str]:
+    def _holds_admin_claim(self, claims: Mapping[str, Any]) -> bool:
+        if self._admin_claim is None:
+            return True
+        name, wanted = self._admin_claim
+        held = claims.get(name)
+        return held == wanted or (isinstance(held, list) and wanted in held)
+
+    async def _api_key(self, token: str) -> tuple[str, str, bool]:
         record = await self._store(self._control.get_api_key(digest(token)))
         if record is None or record.revoked:
             raise InvalidToken("The API key is invalid")
-        return record.account_id, record.org_id
+        return record.account_id, record.org_id, self._admin_claim is None or record.admin
 
     async def _org_is_live(self, org_id: str) -> bool:
         record = await self._store(self._control.get_org(org_id))

@@ -3,6 +3,11 @@
 Every operation is scoped: an org rule belongs to the principal's organization, a user rule to the
 principal's account within it. A rule of another org or account does not exist for the caller (so
 updating or removing it is "not found", never "forbidden", which would confirm it exists).
+
+Org rules are changed only by an org admin (`Principal.org_admin`: everyone unless the server runs
+with `--org-admin-claim`); anyone else gets `PolicyForbidden` for them and manages only their own rules.
+Each owner holds at most `MAX_RULES_PER_OWNER` rules and every field is bounded, because every tool
+call of the org reads its rules.
 """
 
 import secrets
@@ -31,6 +36,12 @@ from executor_mcp.storage.records import PolicyRecord
 
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
+# Far beyond any real tool id or hand-written position, small enough that a tool call's read stays cheap.
+MAX_PATTERN_LENGTH = 512
+MAX_POSITION_LENGTH = 64
+# Per owner: the org's rules, and each account's own rules in the org.
+MAX_RULES_PER_OWNER = 256
+
 
 class PolicyError(ValueError):
     """A request about policies that cannot be honoured; the message is for the caller."""
@@ -38,6 +49,10 @@ class PolicyError(ValueError):
 
 class PolicyNotFound(PolicyError):
     pass
+
+
+class PolicyForbidden(PolicyError):
+    """The caller may not change the organization's rules (only its own)."""
 
 
 def new_policy_id(now: float) -> str:
@@ -69,6 +84,7 @@ def parse_action(value: Any) -> Action:
 def parse_pattern(value: Any) -> str:
     if not isinstance(value, str):
         raise PolicyError("pattern must be a string")
+    _check_text("pattern", value, MAX_PATTERN_LENGTH)
     try:
         return validate_pattern(value)
     except InvalidPattern as exc:
@@ -80,7 +96,15 @@ def parse_position(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or not value:
         raise PolicyError("position must be a non-empty string")
+    _check_text("position", value, MAX_POSITION_LENGTH)
     return value
+
+
+def _check_text(field: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise PolicyError(f"{field} must be at most {limit} characters")
+    if not value.isprintable():
+        raise PolicyError(f"{field} must be printable text")
 
 
 def parse_new(values: Mapping[str, Any]) -> tuple[Owner, str, Action, str | None]:
@@ -127,21 +151,24 @@ class Policies:
 
     async def list(self, principal: Principal) -> list[PolicyRecord]:
         """The principal's org rules and own user rules, in evaluation order."""
-        visible = _visible(await self._control.policies(_org(principal)), principal)
+        visible = await self._control.policies(_org(principal), principal.account_id)
         by_id = {record.id: record for record in visible}
         return [by_id[rule.id] for rule in evaluation_order([to_rule(record) for record in visible])]
 
     async def decide(self, principal: Principal, tool_id: str, requires_approval: bool) -> Decision:
-        rules = [to_rule(record) for record in _visible(await self._control.policies(_org(principal)), principal)]
+        rules = [to_rule(record) for record in await self._control.policies(_org(principal), principal.account_id)]
         return decide(rules, tool_id, requires_approval)
 
     async def create(
         self, principal: Principal, owner: Owner, pattern: str, action: Action, position: str | None = None
     ) -> PolicyRecord:
+        may_change(principal, owner)
         now = self._clock()
 
-        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], PolicyRecord]:
-            mine = [r for r in _visible(records, principal) if r.owner == owner.value]
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
+            mine = [r for r in records if r.owner == owner.value]
+            if len(mine) >= MAX_RULES_PER_OWNER:
+                raise PolicyError(f"At most {MAX_RULES_PER_OWNER} {owner.value} rules are allowed; remove one first")
             renumbered: list[PolicyRecord] = []
             chosen = position or position_for([to_rule(r) for r in mine], pattern)
             if chosen is None:
@@ -161,7 +188,7 @@ class Policies:
             )
             return [*renumbered, record], [], record
 
-        return await self._control.edit_policies(_org(principal), edit)
+        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
     async def update(
         self,
@@ -173,10 +200,11 @@ class Policies:
         action: Action | None = None,
         position: str | None = None,
     ) -> PolicyRecord:
+        may_change(principal, owner)
         now = self._clock()
 
-        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], PolicyRecord]:
-            record = _find(records, principal, policy_id, owner)
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
+            record = _find(records, policy_id, owner)
             changes: dict[str, Any] = {"updated_at": now}
             if pattern is not None:
                 changes["pattern"] = pattern
@@ -187,13 +215,15 @@ class Policies:
             updated = attrs.evolve(record, **changes)
             return [updated], [], updated
 
-        return await self._control.edit_policies(_org(principal), edit)
+        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
     async def remove(self, principal: Principal, policy_id: str, owner: Owner) -> None:
-        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[str], None]:
-            return [], [_find(records, principal, policy_id, owner).id], None
+        may_change(principal, owner)
 
-        await self._control.edit_policies(_org(principal), edit)
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], None]:
+            return [], [_find(records, policy_id, owner)], None
+
+        await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
 
 def _org(principal: Principal) -> str:
@@ -202,17 +232,17 @@ def _org(principal: Principal) -> str:
     return principal.org_id
 
 
-def _visible(records: list[PolicyRecord], principal: Principal) -> list[PolicyRecord]:
-    return [
-        record
-        for record in records
-        if record.owner == Owner.ORG.value
-        or (record.owner == Owner.USER.value and record.account_id == principal.account_id)
-    ]
+def may_change(principal: Principal, owner: Owner) -> None:
+    """Refuse a change of the org's rules by a non-admin (`PolicyForbidden`), and a user rule with no account."""
+    if owner is Owner.USER and not principal.account_id:
+        raise PolicyError("user rules need an account")
+    if owner is Owner.ORG and not principal.org_admin:
+        raise PolicyForbidden("Only an organization admin can create, change or remove org rules")
 
 
-def _find(records: list[PolicyRecord], principal: Principal, policy_id: str, owner: Owner) -> PolicyRecord:
-    for record in _visible(records, principal):
+def _find(records: list[PolicyRecord], policy_id: str, owner: Owner) -> PolicyRecord:
+    """The caller's rule of that owner; `records` are already only the ones the caller sees."""
+    for record in records:
         if record.id == policy_id and record.owner == owner.value:
             return record
     raise PolicyNotFound(f"Policy not found: {policy_id}")

@@ -141,6 +141,8 @@ class SessionManager:
         record = session.record
         if record is None or record.owner != principal or record.resource != resource:
             raise Refused(Refusal.FOREIGN_SESSION)
+        if record.owner.org_admin and not principal.org_admin:
+            raise Refused(Refusal.FOREIGN_SESSION)  # its executions act as an org admin; this bearer is not one
         if activity:
             self._note_activity(session)
         return session

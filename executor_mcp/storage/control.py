@@ -1,7 +1,7 @@
 """The control plane: one server-level LMDB environment shared by the server and admin commands.
 
 It holds the session directory (which ids exist, whom they belong to, whether they are condemned),
-the organization directory (which orgs are revoked) and the API keys. LMDB is multi-process, so an
+the organization directory (which orgs are revoked), the API keys and the tool policies. LMDB is multi-process, so an
 admin command (`executor-mcp orgs revoke`, `keys create`) changes it while a server runs on the same
 data dir, and the server sees the change on its next read.
 """
@@ -34,7 +34,7 @@ class ControlPlane:
         self._terminations = env.database(b"termination-requests")
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
-        self._policies = env.database(b"policies")
+        self._policies = env.database(b"policies-by-owner")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -198,27 +198,57 @@ class ControlPlane:
         return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])
 
     # -- policies -----------------------------------------------------------------------------------
+    # Keyed `org \0 account \0 policy id` (an org rule's account is empty), so the rules one caller sees,
+    # its org's and its own, are two prefix ranges: no read or edit touches another org's or another
+    # member's rules, however many they write.
 
-    async def policies(self, org_id: str) -> list[PolicyRecord]:
-        return await self._env.read(lambda txn: self._org_policies(txn, org_id))
+    async def policies(self, org_id: str, account_id: str | None) -> list[PolicyRecord]:
+        """The org's rules and, with `account_id`, that account's own rules in the org."""
+        return await self._env.read(lambda txn: self._visible_policies(txn, org_id, account_id))
 
     async def edit_policies(
-        self, org_id: str, edit: Callable[[list[PolicyRecord]], tuple[list[PolicyRecord], list[str], T]]
+        self,
+        org_id: str,
+        account_id: str | None,
+        edit: Callable[[list[PolicyRecord]], tuple[list[PolicyRecord], list[PolicyRecord], T]],
     ) -> T:
-        """Read an org's policies and write `edit`'s changes in one transaction, so concurrent edits
-        (a server and an admin command) cannot interleave. `edit` returns (records to put, ids to
-        delete, result)."""
+        """Read the rules `policies` would and write `edit`'s changes in one transaction, so concurrent
+        edits (a server and an admin command) cannot interleave. `edit` returns (records to put,
+        records to delete, result)."""
 
         def _edit(txn) -> T:
-            puts, deletes, result = edit(self._org_policies(txn, org_id))
+            puts, deletes, result = edit(self._visible_policies(txn, org_id, account_id))
             for record in puts:
-                txn.put(record.id.encode(), encode(record), db=self._policies)
-            for policy_id in deletes:
-                txn.delete(policy_id.encode(), db=self._policies)
+                txn.put(_policy_key(record), encode(record), db=self._policies)
+            for record in deletes:
+                txn.delete(_policy_key(record), db=self._policies)
             return result
 
         return await self._env.write(_edit)
 
-    def _org_policies(self, txn, org_id: str) -> list[PolicyRecord]:
-        records = (decode(raw, PolicyRecord) for _, raw in txn.cursor(db=self._policies))
-        return [record for record in records if record.org_id == org_id]
+    def _visible_policies(self, txn, org_id: str, account_id: str | None) -> list[PolicyRecord]:
+        records = self._policy_range(txn, org_id, None)
+        if account_id:
+            records += self._policy_range(txn, org_id, account_id)
+        return records
+
+    def _policy_range(self, txn, org_id: str, account_id: str | None) -> list[PolicyRecord]:
+        prefix = _policy_prefix(org_id, account_id)
+        records = []
+        cursor = txn.cursor(db=self._policies)
+        if cursor.set_range(prefix):
+            for key, raw in cursor.iternext():
+                if not key.startswith(prefix):
+                    break
+                record = decode(raw, PolicyRecord)
+                if record.org_id == org_id and record.account_id == account_id:
+                    records.append(record)
+        return records
+
+
+def _policy_prefix(org_id: str, account_id: str | None) -> bytes:
+    return org_id.encode() + b"\x00" + (account_id or "").encode() + b"\x00"
+
+
+def _policy_key(record: PolicyRecord) -> bytes:
+    return _policy_prefix(record.org_id, record.account_id) + record.id.encode()

@@ -15,6 +15,10 @@ class Owner:
 
     account_id: str
     org_id: str | None
+    # May create, change and remove the organization's rules. It is not part of whom something belongs
+    # to (equality and hashing ignore it): a session or a pause is the account's whatever its role. A
+    # session records the role of the bearer that opened it, which is what its executions act with.
+    org_admin: bool = attrs.field(default=False, eq=False)
 
 
 @attrs.frozen
@@ -70,6 +74,7 @@ class ApiKeyRecord:
     org_id: str
     created_at: float
     revoked: bool = False
+    admin: bool = False  # `keys create --admin`: the key administers its org's rules under --org-admin-claim
 
 
 @attrs.frozen

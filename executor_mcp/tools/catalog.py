@@ -31,7 +31,7 @@ TOOL_DEFINITIONS = "\n".join(
 )
 
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
-Validator = Callable[[Any], None]
+Validator = Callable[[Any, CallContext], None]
 
 
 @attrs.frozen
@@ -120,9 +120,11 @@ class Catalog:
             return _failure("tool_not_found", f"Tool not found: {path}", {"path": path, **self._suggest(path)})
         if tool.validate is not None:
             try:
-                tool.validate(args)
+                tool.validate(args, context)
             except ToolArgumentsError as exc:
                 return _failure("invalid_tool_arguments", str(exc), {"issues": exc.issues} if exc.issues else None)
+            except ToolFailure as failure:
+                return _failure(failure.code, failure.message)
         decision = await context.policies.decide(context.principal, tool.id, tool.requires_approval)
         if decision.action is Action.BLOCK:
             return _failure("tool_blocked", f"Tool blocked by policy: {tool.id}")

@@ -3,6 +3,9 @@
 Paths are `tools.executor.coreTools.<name>`: `integrations.list`, and `policies.list|create|update|
 remove`. The mutating policy tools carry `requiresApproval`: they pause for a human even when no
 policy asks for it, so code injected into an agent cannot quietly write `approve *`.
+
+They act as the session's owner with the org-admin role of the bearer that opened the session: a
+non-admin's change of an org rule fails (`policy_forbidden`) before any approval is asked.
 """
 
 from collections.abc import Iterator
@@ -10,10 +13,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.policies.model import Owner
 from executor_mcp.policies.service import (
     PolicyError,
+    PolicyForbidden,
     PolicyNotFound,
     describe,
+    may_change,
     parse_change,
     parse_new,
     parse_owner,
@@ -74,21 +80,26 @@ def _checked(check) -> Any:
         raise ToolArgumentsError(str(exc)) from None
 
 
-def _validate_create(args: Any) -> None:
+def _validate_create(args: Any, context: CallContext) -> None:
     values = _arguments(args)
-    _checked(lambda: parse_new(values))
+    _allowed(context, _checked(lambda: parse_new(values))[0])
 
 
-def _validate_update(args: Any) -> None:
-    values = _arguments(args)
-    _require_id(values)
-    _checked(lambda: parse_change(values))
-
-
-def _validate_remove(args: Any) -> None:
+def _validate_update(args: Any, context: CallContext) -> None:
     values = _arguments(args)
     _require_id(values)
-    _checked(lambda: parse_owner(values.get("owner")))
+    _allowed(context, _checked(lambda: parse_change(values))[0])
+
+
+def _validate_remove(args: Any, context: CallContext) -> None:
+    values = _arguments(args)
+    _require_id(values)
+    _allowed(context, _checked(lambda: parse_owner(values.get("owner"))))
+
+
+def _allowed(context: CallContext, owner: Owner) -> None:
+    with _policy_failures():
+        may_change(context.principal, owner)
 
 
 def _require_id(values: JsonObject) -> None:
@@ -106,7 +117,8 @@ async def _list_policies(_: Any, context: CallContext) -> JsonObject:
 
 
 async def _create_policy(args: Any, context: CallContext) -> JsonObject:
-    record = await context.policies.create(context.principal, *parse_new(_arguments(args)))
+    with _policy_failures():
+        record = await context.policies.create(context.principal, *parse_new(_arguments(args)))
     return _public(describe(record))
 
 
@@ -131,6 +143,10 @@ def _policy_failures() -> Iterator[None]:
         yield
     except PolicyNotFound as exc:
         raise ToolFailure("policy_not_found", str(exc)) from None
+    except PolicyForbidden as exc:
+        raise ToolFailure("policy_forbidden", str(exc)) from None
+    except PolicyError as exc:
+        raise ToolFailure("policy_refused", str(exc)) from None
 
 
 def _policy_tool(

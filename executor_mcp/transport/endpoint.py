@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 RESOURCE = MCP_PATH
 STREAMING_METHODS = frozenset({"tools/call"})
 _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
+# Every method reaches the policies API, which routes them itself and answers its own JSON errors.
+POLICY_API_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 class McpEndpoint:
@@ -254,13 +256,13 @@ def create_app(
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
     api = PoliciesApi(policies, authenticator)
     app.add_url_rule(
-        "/api/policies", "policies", api.collection, methods=["GET", "POST", "OPTIONS"], provide_automatic_options=False
+        "/api/policies", "policies", api.collection, methods=POLICY_API_METHODS, provide_automatic_options=False
     )
     app.add_url_rule(
         "/api/policies/<policy_id>",
         "policy",
         api.item,
-        methods=["PATCH", "DELETE", "OPTIONS"],
+        methods=POLICY_API_METHODS,
         provide_automatic_options=False,
     )
     app.register_error_handler(Refused, _refused)

@@ -6,8 +6,10 @@
     DELETE /api/policies/<id>     {owner}                                         -> {"removed": true}
 
 Authenticated exactly like `/mcp`. Errors are `{"error": "<message>"}` with 400 (bad request), 401/403/
-503 (authentication, with the same challenge and `Retry-After` as `/mcp`) or 404 (no such policy for
-this bearer). Nothing is written unless the whole request is valid.
+503 (authentication, with the same challenge and `Retry-After` as `/mcp`), 403 (an org rule changed by a
+non-admin), 404 (no such policy for this bearer), 405 (another method), 413 (a body over 64 KiB) or 415
+(a change whose body is not `application/json`: a page in a browser can send a `text/plain` POST without
+a preflight, never a JSON one). Nothing is written unless the whole request is valid.
 """
 
 import json
@@ -20,14 +22,18 @@ from executor_mcp.codec import dumps
 from executor_mcp.policies.service import (
     Policies,
     PolicyError,
+    PolicyForbidden,
     PolicyNotFound,
     describe,
     parse_change,
     parse_new,
     parse_owner,
 )
-from executor_mcp.protocol.errors import MAX_BODY_BYTES, Refused, envelope_headers
+from executor_mcp.protocol.errors import Refused, envelope_headers
 from executor_mcp.transport import headers as rules
+
+# A policy request is a few short fields; anything much bigger is not one.
+MAX_POLICY_BODY_BYTES = 64 * 1024
 
 
 class PoliciesApi:
@@ -38,10 +44,12 @@ class PoliciesApi:
     async def collection(self) -> Response:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
+        if request.method not in ("GET", "HEAD", "POST"):
+            return _error(405, "Method not allowed", {"Allow": "GET, HEAD, POST, OPTIONS"})
         principal = await self._principal()
         if isinstance(principal, Response):
             return principal
-        if request.method == "GET":
+        if request.method != "POST":
             return _ok([describe(record) for record in await self._policies.list(principal)])
         body = await _body()
         if isinstance(body, Response):
@@ -49,12 +57,14 @@ class PoliciesApi:
         try:
             record = await self._policies.create(principal, *parse_new(body))
         except PolicyError as exc:
-            return _error(400, str(exc))
+            return _policy_error(exc)
         return _ok(describe(record))
 
     async def item(self, policy_id: str) -> Response:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
+        if request.method not in ("PATCH", "DELETE"):
+            return _error(405, "Method not allowed", {"Allow": "PATCH, DELETE, OPTIONS"})
         principal = await self._principal()
         if isinstance(principal, Response):
             return principal
@@ -67,10 +77,8 @@ class PoliciesApi:
                 return _ok({"removed": True})
             owner, change = parse_change(body)
             record = await self._policies.update(principal, policy_id, owner, **change)
-        except PolicyNotFound as exc:
-            return _error(404, str(exc))
         except PolicyError as exc:
-            return _error(400, str(exc))
+            return _policy_error(exc)
         return _ok(describe(record))
 
     async def _principal(self) -> Principal | Response:
@@ -81,9 +89,20 @@ class PoliciesApi:
 
 
 async def _body() -> dict[str, Any] | Response:
-    raw = await request.get_data(cache=False)
-    if len(raw) > MAX_BODY_BYTES:
-        return _error(413, f"Request body too large. Maximum size is {MAX_BODY_BYTES} bytes")
+    """The JSON object of a request that changes something, or the refusal to answer instead."""
+    if request.mimetype != rules.JSON:
+        return _error(415, "Unsupported Media Type: Content-Type must be application/json")
+    # Refused unread, so the connection closes: the rest of the body must not be taken for a next request.
+    too_large = _error(
+        413, f"Request body too large. Maximum size is {MAX_POLICY_BODY_BYTES} bytes", {"Connection": "close"}
+    )
+    if (request.content_length or 0) > MAX_POLICY_BODY_BYTES:
+        return too_large
+    raw = bytearray()
+    async for chunk in request.body:  # a chunked body has no length to check first
+        raw += chunk
+        if len(raw) > MAX_POLICY_BODY_BYTES:
+            return too_large
     try:
         body = json.loads(raw.decode("utf-8")) if raw.strip() else {}
     except (ValueError, RecursionError):
@@ -91,6 +110,11 @@ async def _body() -> dict[str, Any] | Response:
     if not isinstance(body, dict):
         return _error(400, "The request body must be a JSON object")
     return body
+
+
+def _policy_error(exc: PolicyError) -> Response:
+    status = 404 if isinstance(exc, PolicyNotFound) else 403 if isinstance(exc, PolicyForbidden) else 400
+    return _error(status, str(exc))
 
 
 def _ok(body: Any) -> Response:

@@ -1,6 +1,5 @@
 """Policies, approval pauses and resumes, through the official MCP client and the HTTP API."""
 
-import json
 import re
 from pathlib import Path
 
@@ -236,7 +235,7 @@ async def test_policies_api(executor: ServerUnderTest, http: httpx.AsyncClient) 
 
     patched = await http.patch(f"{api}/{narrow['id']}", json={"owner": "org", "action": "approve"})
     assert patched.json()["action"] == "approve"
-    removed = await http.request("DELETE", f"{api}/{wide['id']}", content=json.dumps({"owner": "org"}))
+    removed = await http.request("DELETE", f"{api}/{wide['id']}", json={"owner": "org"})
     assert removed.json() == {"removed": True}
     assert [policy["id"] for policy in (await http.get(api)).json()] == [mine["id"], narrow["id"]]
 
@@ -258,7 +257,7 @@ async def test_policies_api_refusals_write_nothing(
     executor: ServerUnderTest, http: httpx.AsyncClient, method: str, path: str, body, status: int, message: str
 ) -> None:
     api = executor.running.url + "/api/policies"
-    response = await http.request(method, api + path, content=json.dumps(body))
+    response = await http.request(method, api + path, json=body)
     assert response.status_code == status
     assert response.json()["error"].startswith(message)
     assert (await http.get(api)).json() == []
@@ -285,10 +284,8 @@ async def test_policies_api_is_authenticated_and_scoped(nursery: trio.Nursery, d
         assert [p["id"] for p in (await http.get(api, headers=alice)).json()] == [own_rule["id"], org_rule["id"]]
         assert [p["id"] for p in (await http.get(api, headers=bob)).json()] == [org_rule["id"]]
         assert (await http.get(api, headers=stranger)).json() == []
-        removal = json.dumps({"owner": "user"})
-        assert (
-            await http.request("DELETE", f"{api}/{own_rule['id']}", content=removal, headers=bob)
-        ).status_code == 404
+        removal = {"owner": "user"}
+        assert (await http.request("DELETE", f"{api}/{own_rule['id']}", json=removal, headers=bob)).status_code == 404
 
 
 async def test_cross_account_resume_is_forbidden(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> None:
