@@ -36,6 +36,14 @@ class WorkerLost(Exception):
     """The worker died, broke the protocol or stopped answering; the execution cannot go on."""
 
 
+class WorkerMisbehaved(WorkerLost):
+    """The worker sent what no well-behaved worker sends (a malformed or oversized frame).
+
+    It runs untrusted code, so this is the code's doing rather than a server defect: the execution
+    ends with a message that says so, and the worker is killed.
+    """
+
+
 class Worker:
     def __init__(self, process: trio.Process) -> None:
         self.process = process
@@ -60,7 +68,10 @@ class Worker:
                         raise WorkerLost(f"the sandbox worker exited ({self._status()})")
                     self._decoder.feed(chunk)
                 return reply
-        except (trio.BrokenResourceError, trio.ClosedResourceError, FrameError) as exc:
+        except FrameError as exc:
+            self.kill()
+            raise WorkerMisbehaved(str(exc)) from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self.kill()
             raise WorkerLost(f"the sandbox worker broke off: {exc}") from None
         self.kill()

@@ -7,7 +7,7 @@ module loader, no `std`/`os`, no Python callables. A crash here costs this proce
 
 Requests and replies (one reply per request):
 
-    {"op": "start", "code", "memory", "stack", "cpu"}    -> step
+    {"op": "start", "code", "memory", "stack", "cpu", "max_timers", "max_tool_calls"}  -> step
     {"op": "settle", "id", "ok", "payload"}               -> step   (a tool call's answer)
     {"op": "fire", "id"}                                  -> step   (a timer is due)
     step = {"op": "step", "outbox": [...], "done": null | {...}, "retire": bool}
@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 
 import quickjs
 
-from executor_mcp.sandbox.prelude import PRELUDE
+from executor_mcp.sandbox.prelude import prelude
 from executor_mcp.sandbox.protocol import FrameDecoder, encode
 from executor_mcp.sandbox.source import Prepared, prepare
 
@@ -35,10 +35,12 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+)")
 _NO_LIMIT = -1
 ADDRESS_SPACE_LIMIT = 1 << 30
 _OUT_OF_MEMORY = "InternalError: out of memory"
+_BARE = frozenset({"null", "undefined"})
+_NEARLY_FULL = 0.9
 
 
 class Execution:
-    def __init__(self, code: str, memory: int, stack: int, cpu: float) -> None:
+    def __init__(self, code: str, memory: int, stack: int, cpu: float, *, max_timers: int, max_tool_calls: int) -> None:
         self.cpu_budget = cpu
         self.cpu_used = 0.0
         self.memory = memory
@@ -47,10 +49,11 @@ class Execution:
         self.context.set_memory_limit(memory)
         self.context.set_max_stack_size(stack)
         self._code = code
+        self._prelude = prelude(max_timers=max_timers, max_tool_calls=max_tool_calls)
 
     def start(self) -> dict[str, Any]:
         def run() -> None:
-            self.context.eval(PRELUDE)
+            self.context.eval(self._prelude)
             self.prepared = prepare(self._code)
             self.context.eval(self.prepared.program)
 
@@ -92,7 +95,7 @@ class Execution:
         if state.get("ok"):
             return {"ok": True, "result": state["result"], "text": state["text"], "logs": logs, "emitted": emitted}
         message = state["message"]
-        if message.startswith(_OUT_OF_MEMORY):
+        if message.startswith(_OUT_OF_MEMORY) or (state.get("noMessage") and self._heap_nearly_full()):
             error = self._memory_exceeded()
         else:
             error = self._describe(message, state.get("stack", ""))
@@ -101,14 +104,20 @@ class Execution:
     def _memory_exceeded(self) -> str:
         return f"Execution exceeded its memory limit of {self.memory // (1024 * 1024)} MiB"
 
+    def _heap_nearly_full(self) -> bool:
+        """When the heap is too full to build an error object, QuickJS throws a bare `null` instead."""
+        return self.context.memory().get("malloc_size", 0) >= self.memory * _NEARLY_FULL
+
     def _failed(self, raw: str) -> dict[str, Any]:
         """An error that escaped the engine itself: a limit, or an error while loading the code."""
         head, _, rest = raw.partition("\n")
         retire = False
         if head == "InternalError: interrupted":
             message, retire = f"Execution exceeded its CPU time limit of {self.cpu_budget:g}s", True
-        elif head.startswith(_OUT_OF_MEMORY):
+        elif head.startswith(_OUT_OF_MEMORY) or (head in _BARE and self._heap_nearly_full()):
             message, retire = self._memory_exceeded(), True
+        elif head in _BARE or not head:
+            message, retire = f"The sandbox stopped with an exception that has no message ({head or 'empty'})", True
         else:
             message = self._describe(_capitalize_syntax(head), rest)
         done = {"ok": False, "error": message, "logs": [], "emitted": []}
@@ -159,7 +168,14 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
     while (message := _read(stdin, decoder)) is not None:
         op = message.get("op")
         if op == "start":
-            execution = Execution(message["code"], message["memory"], message["stack"], message["cpu"])
+            execution = Execution(
+                message["code"],
+                message["memory"],
+                message["stack"],
+                message["cpu"],
+                max_timers=message["max_timers"],
+                max_tool_calls=message["max_tool_calls"],
+            )
             reply = execution.start()
         elif execution is not None and op == "settle":
             reply = execution.settle(message["id"], message["ok"], message.get("payload"))

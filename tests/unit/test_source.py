@@ -12,7 +12,7 @@ from executor_mcp.sandbox.worker import Execution
 
 
 def start(code: str) -> tuple[Execution, dict[str, Any]]:
-    execution = Execution(code, memory=64 << 20, stack=1 << 20, cpu=2.0)
+    execution = Execution(code, memory=64 << 20, stack=1 << 20, cpu=2.0, max_timers=100, max_tool_calls=100)
     return execution, execution.start()
 
 
