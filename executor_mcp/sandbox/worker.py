@@ -35,6 +35,7 @@ _POSITION = re.compile(r"<input>:(\d+):(\d+)")
 _NO_LIMIT = -1
 ADDRESS_SPACE_LIMIT = 1 << 30
 _OUT_OF_MEMORY = "InternalError: out of memory"
+_SYNTAX = "SyntaxError: "
 _BARE = frozenset({"null", "undefined"})
 _NEARLY_FULL = 0.9
 
@@ -49,13 +50,16 @@ class Execution:
         self.context.set_memory_limit(memory)
         self.context.set_max_stack_size(stack)
         self._code = code
+        self._loading = False  # while the agent's program is parsed (and runs up to its first await)
         self._prelude = prelude(max_timers=max_timers, max_tool_calls=max_tool_calls)
 
     def start(self) -> dict[str, Any]:
         def run() -> None:
             self.context.eval(self._prelude)
             self.prepared = prepare(self._code)
+            self._loading = True
             self.context.eval(self.prepared.program)
+            self._loading = False
 
         return self._step(run)
 
@@ -118,8 +122,12 @@ class Execution:
             message, retire = self._memory_exceeded(), True
         elif head in _BARE or not head:
             message, retire = f"The sandbox stopped with an exception that has no message ({head or 'empty'})", True
+        elif head.startswith(_SYNTAX) and self._loading and self.prepared is not None:
+            position = _POSITION.search(rest)
+            line, column = (int(position[1]), int(position[2])) if position else (None, None)
+            message = self.prepared.syntax_error(head.removeprefix(_SYNTAX), line, column)
         else:
-            message = self._describe(_capitalize_syntax(head), rest)
+            message = self._describe(head, rest)
         done = {"ok": False, "error": message, "logs": [], "emitted": []}
         return {"op": "step", "outbox": [], "done": done, "retire": retire}
 
@@ -129,16 +137,8 @@ class Execution:
             for line, column in _POSITION.findall(stack):
                 agent_line = self.prepared.agent_line(int(line))
                 if agent_line is not None:
-                    return f"{message} ({agent_line}:{column})"
+                    return f"{message} ({agent_line}:{self.prepared.agent_column(int(line), int(column))})"
         return message
-
-
-def _capitalize_syntax(head: str) -> str:
-    """QuickJS writes `SyntaxError: unexpected token`; models and tests expect `Unexpected token`."""
-    name, separator, message = head.partition(": ")
-    if name == "SyntaxError" and separator and message:
-        return f"{name}: {message[0].upper()}{message[1:]}"
-    return head
 
 
 def _confine() -> None:

@@ -114,6 +114,24 @@ async def test_a_heap_too_full_for_an_error_reads_as_the_memory_limit(nursery, d
         await still_serving(client)
 
 
+# -- syntax errors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "shown"),
+    [
+        ("const = 5; return 1;", "Error: SyntaxError: Unexpected token '=', variable name expected (1:7)"),
+        ("return 1 +", "Error: SyntaxError: Unexpected end of input (1:11)"),
+        ("const n: number = 1;\nreturn n +", "Error: SyntaxError: Unexpected end of input (2:11)"),
+        ("Here:\n```ts\nconst n: number = 1;\nreturn n;\n}\n```", "Error: SyntaxError: Unexpected token '}' (5:1)"),
+    ],
+)
+async def test_syntax_errors_name_the_problem_at_the_agents_position(client: Client, code: str, shown: str) -> None:
+    result = await run(client, code)
+    assert result.is_error
+    assert text_of(result) == shown
+
+
 # -- fan-out --------------------------------------------------------------------------------------------
 
 TIMER_FLOOD = """
