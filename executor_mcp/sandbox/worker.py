@@ -2,6 +2,12 @@
 
 The server starts this process with an empty environment and no descriptors but stdin, stdout and
 stderr; after its imports it drops what it could still use (file writes, descriptors, core dumps).
+
+It dies with the server. Only the server holds the write end of its stdin, so when the server is gone
+(even SIGKILLed, with no chance to kill its workers) stdin hangs up; a daemon thread waits for that and
+exits the process, also while the main thread is deep in a JavaScript loop (QuickJS releases the GIL).
+`PR_SET_PDEATHSIG` would not do: it fires when the forking *thread* exits, and trio forks workers from
+cached threads that exit after idling, which would kill healthy workers.
 The JavaScript context has plain ECMAScript intrinsics and the prelude's globals, nothing else: no
 module loader, no `std`/`os`, no Python callables. A crash here costs this process, never the server.
 
@@ -21,7 +27,9 @@ import json
 import os
 import re
 import resource
+import select
 import sys
+import threading
 import time
 from typing import Any, BinaryIO
 
@@ -38,6 +46,7 @@ _OUT_OF_MEMORY = "InternalError: out of memory"
 _SYNTAX = "SyntaxError: "
 _BARE = frozenset({"null", "undefined"})
 _NEARLY_FULL = 0.9
+_ORPHANED = 3
 
 
 class Execution:
@@ -153,6 +162,17 @@ def _confine() -> None:
         resource.setrlimit(limit, (value, value))
 
 
+def _die_with_the_server(stdin: int) -> None:
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(stdin, 0)  # no data events: only a hang-up or an error wakes this thread
+        while True:
+            if any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, events in poller.poll()):
+                os._exit(_ORPHANED)
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
+
+
 def _read(stream: BinaryIO, decoder: FrameDecoder) -> dict[str, Any] | None:
     while (message := decoder.next()) is None:
         chunk = os.read(stream.fileno(), 1 << 16)
@@ -190,6 +210,7 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 
 def main() -> int:
+    _die_with_the_server(sys.stdin.fileno())
     _confine()
     serve(sys.stdin.buffer, sys.stdout.buffer)
     return 0
