@@ -153,7 +153,6 @@ _PRELUDE_SOURCE = r"""
     append(logs, over > 0 ? apply(slice, line, [0, MAX_LOG_LINE]) + "... [truncated " + over + " chars]" : line);
   };
   const console = freeze({
-    __proto__: null,
     log: logAt("log"), info: logAt("info"), warn: logAt("warn"), error: logAt("error"), debug: logAt("debug"),
   });
 
@@ -164,7 +163,7 @@ _PRELUDE_SOURCE = r"""
     "or tools.executor.coreTools.connections.list({}) to list saved connections.";
 
   const call = (path, args) => {
-    if (!path) throw new TypeErrorConstructor("Tool path missing in invocation");
+    if (!path) throw new ErrorConstructor("Tool path missing in invocation");
     if (pendingCount >= MAX_TOOL_CALLS) {
       return rejected(new RangeErrorConstructor(
         "tools." + path + " was not called: at most " + MAX_TOOL_CALLS + " tool calls may be in flight in one " +

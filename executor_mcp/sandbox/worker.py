@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 import quickjs
 
 from executor_mcp.sandbox.prelude import prelude
-from executor_mcp.sandbox.protocol import FrameDecoder, encode
+from executor_mcp.sandbox.protocol import MAX_FRAME, FrameDecoder, encode
 from executor_mcp.sandbox.source import Prepared, prepare
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")
@@ -150,6 +150,15 @@ class Execution:
         return message
 
 
+def _too_large(size: int) -> dict[str, Any]:
+    error = (
+        f"The execution's output ({size // (1024 * 1024)} MiB with its logs and tool call arguments) exceeds the "
+        f"{MAX_FRAME // (1024 * 1024)} MiB a sandbox can send; return or pass less data"
+    )
+    done = {"ok": False, "error": error, "logs": [], "emitted": []}
+    return {"op": "step", "outbox": [], "done": done, "retire": True}
+
+
 def _confine() -> None:
     """Give up what JavaScript in this process must never need, now that imports are done."""
     for limit, value in (
@@ -205,7 +214,10 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             reply = {"op": "error", "error": f"unexpected request {op!r}"}
         if reply.get("done") is not None:
             execution = None  # the context goes with it
-        stdout.write(encode(reply))
+        frame = encode(reply)
+        if len(frame) > MAX_FRAME:
+            frame, execution = encode(_too_large(len(frame))), None
+        stdout.write(frame)
         stdout.flush()
 
 

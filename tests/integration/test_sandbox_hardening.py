@@ -114,6 +114,15 @@ async def test_a_heap_too_full_for_an_error_reads_as_the_memory_limit(nursery, d
         await still_serving(client)
 
 
+async def test_output_too_large_to_send_says_so(nursery, data_dir: Path) -> None:
+    server = await start_server(nursery, data_dir, execution_memory_limit=512)
+    async with connect(server.url, mode="legacy") as (client, _):
+        text = text_of(await run(client, "return 'x'.repeat(50 * 1024 * 1024)"))
+        assert text.startswith("Error: The execution's output (100 MiB with its logs"), text
+        assert "exceeds the 96 MiB a sandbox can send" in text
+        await still_serving(client)
+
+
 # -- syntax errors ---------------------------------------------------------------------------------------
 
 
