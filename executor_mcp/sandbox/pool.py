@@ -6,7 +6,8 @@ process on the other core. A worker that finished an execution cleanly goes back
 that broke a limit, died, went quiet or was abandoned is killed and replaced.
 
 Every worker process is owned by a supervising task in the pool's nursery, so closing the pool (server
-shutdown) kills them all; no process outlives the server.
+shutdown) kills them all; a server killed outright cannot, and then each worker sees its stdin hang up
+and exits by itself (see the worker). No process outlives the server.
 """
 
 import logging

@@ -3,13 +3,14 @@
 The server starts this process with an empty environment and no descriptors but stdin, stdout and
 stderr; after its imports it drops what it could still use (file writes, descriptors, core dumps).
 
+The JavaScript context has plain ECMAScript intrinsics and the prelude's globals, nothing else: no
+module loader, no `std`/`os`, no Python callables. A crash here costs this process, never the server.
+
 It dies with the server. Only the server holds the write end of its stdin, so when the server is gone
 (even SIGKILLed, with no chance to kill its workers) stdin hangs up; a daemon thread waits for that and
 exits the process, also while the main thread is deep in a JavaScript loop (QuickJS releases the GIL).
 `PR_SET_PDEATHSIG` would not do: it fires when the forking *thread* exits, and trio forks workers from
 cached threads that exit after idling, which would kill healthy workers.
-The JavaScript context has plain ECMAScript intrinsics and the prelude's globals, nothing else: no
-module loader, no `std`/`os`, no Python callables. A crash here costs this process, never the server.
 
 Requests and replies (one reply per request):
 
