@@ -168,6 +168,8 @@ async def _serve(
         timeout=settings.execution_timeout,
         cpu=settings.execution_cpu_limit,
         memory=settings.execution_memory_limit * 1024 * 1024,
+        max_timers=settings.execution_max_timers,
+        max_tool_calls=settings.execution_max_tool_calls,
     )
     policies = Policies(control)
     catalog_tools = executor_tools(

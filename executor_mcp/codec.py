@@ -6,6 +6,7 @@ hook here refuses anything that is not already of the declared type.
 """
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -52,9 +53,20 @@ def make_converter() -> cattrs.Converter:
 converter = make_converter()
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON, the form every body and stored record uses."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON, the form every body and stored record uses.
+
+    A lone surrogate (a JavaScript string may hold one; UTF-8 cannot) becomes U+FFFD instead of failing.
+    In a Python `str` every surrogate is lone: an escaped pair decodes to one code point.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode()
 
 
 def _reject_constant(name: str) -> Any:

@@ -40,6 +40,8 @@ class Settings:
     execution_timeout: float = 300.0
     execution_cpu_limit: float = 60.0
     execution_memory_limit: int = 64
+    execution_max_timers: int = 10_000
+    execution_max_tool_calls: int = 1_000
     sandbox_workers: int = 64
     max_executions_per_account: int = 16
     approval_window: float = 240.0
@@ -166,6 +168,8 @@ OPTIONS = (
     ),
     Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
     Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
+    Option("execution_max_timers", _positive_int, "pending setTimeout timers per execution (default 10000)"),
+    Option("execution_max_tool_calls", _positive_int, "tool calls in flight per execution (default 1000)"),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
     Option(
         "max_executions_per_account",

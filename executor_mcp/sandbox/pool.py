@@ -6,7 +6,8 @@ process on the other core. A worker that finished an execution cleanly goes back
 that broke a limit, died, went quiet or was abandoned is killed and replaced.
 
 Every worker process is owned by a supervising task in the pool's nursery, so closing the pool (server
-shutdown) kills them all; no process outlives the server.
+shutdown) kills them all; a server killed outright cannot, and then each worker sees its stdin hang up
+and exits by itself (see the worker). No process outlives the server.
 """
 
 import logging
@@ -37,6 +38,14 @@ class WorkerLost(Exception):
     """The worker died, broke the protocol or stopped answering; the execution cannot go on."""
 
 
+class WorkerMisbehaved(WorkerLost):
+    """The worker sent what no well-behaved worker sends (a malformed or oversized frame).
+
+    It runs untrusted code, so this is the code's doing rather than a server defect: the execution
+    ends with a message that says so, and the worker is killed.
+    """
+
+
 class Worker:
     def __init__(self, process: trio.Process) -> None:
         self.process = process
@@ -61,7 +70,10 @@ class Worker:
                         raise WorkerLost(f"the sandbox worker exited ({self._status()})")
                     self._decoder.feed(chunk)
                 return reply
-        except (trio.BrokenResourceError, trio.ClosedResourceError, FrameError) as exc:
+        except FrameError as exc:
+            self.kill()
+            raise WorkerMisbehaved(str(exc)) from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             self.kill()
             raise WorkerLost(f"the sandbox worker broke off: {exc}") from None
         self.kill()

@@ -5,6 +5,18 @@ pushed onto an in-JS outbox that the worker reads after each step; the host answ
 `__executor.settle(...)` or `__executor.fire(...)`. That keeps the engine free of re-entrancy and lets
 the CPU budget be enforced on plain evaluation calls.
 
+The agent's code may rewrite any global or prototype (`JSON.stringify`, `Math.max`,
+`Object.prototype.toJSON`, `Array.prototype.push`, `Promise.prototype.then`...). So the prelude takes
+private references to every intrinsic it uses before that code runs, keeps its own records in
+null-prototype objects, and writes what the host reads (the outbox, the final state) as JSON text it
+assembles itself from primitives and from text the captured `JSON.stringify` produced. Whatever the code
+does, the host gets well-formed frames. (Text built by concatenation is a rope string, which the Python
+binding cannot read, so what the host reads is first copied flat with `slice`.)
+
+Fan-out is bounded here first, with errors the code can read: at most `max_timers` pending timers and
+`max_tool_calls` tool calls in flight per execution (the host enforces the same bounds, since it trusts
+no worker). A timer's delay is clamped to [0, 2^31 - 1] ms, as JavaScript engines do.
+
 The code itself is wrapped so its own line numbers are kept: the wrapper opens on the line before the
 code (`CODE_LINE_OFFSET`), and no wrapper text shares a line with it. The prelude is evaluated as one
 line, so a stack frame inside it (line 1) can never be mistaken for a line of the agent's code.
@@ -13,130 +25,310 @@ line, so a stack frame inside it (line 1) can never be mistaken for a line of th
 _PRELUDE_SOURCE = r"""
 "use strict";
 (() => {
-  const outbox = [];
-  const logs = [];
-  const emitted = [];
-  const pending = new Map();
-  const timers = new Map();
-  let nextId = 1;
-  let finished = null;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const apply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
+  const freeze = Object.freeze;
+  const toText = String;
+  const toNumber = Number;
+  const PromiseConstructor = Promise;
+  const ProxyConstructor = Proxy;
+  const ErrorConstructor = Error;
+  const TypeErrorConstructor = TypeError;
+  const RangeErrorConstructor = RangeError;
+  const isPrototypeOf = Object.prototype.isPrototypeOf;
+  const errorPrototype = Error.prototype;
+  const slice = String.prototype.slice;
   const MAX_LOG_LINES = __MAX_LOG_LINES__;
   const MAX_LOG_LINE = __MAX_LOG_LINE__;
   const MAX_EMITTED = __MAX_EMITTED__;
+  const MAX_DELAY = __MAX_DELAY__;
+  const MAX_TIMERS = __MAX_TIMERS__;
+  const MAX_TOOL_CALLS = __MAX_TOOL_CALLS__;
+
+  const append = (list, value) => {
+    defineProperty(list, list.length, { value, writable: true, enumerable: true, configurable: true });
+  };
+  const joined = (list) => {
+    let text = "";
+    for (let index = 0; index < list.length; index++) text += (index ? "," : "") + list[index];
+    return text;
+  };
+  const quote = (text) => stringify(text);
+  const flat = (text) => apply(slice, text, [0]);
+
+  let calls = [];
+  let newTimers = [];
+  let cleared = [];
+  const logs = [];
+  const emitted = [];
+  const pending = { __proto__: null };
+  const timers = { __proto__: null };
+  let pendingCount = 0;
+  let timerCount = 0;
+  let nextId = 1;
+  let started = false;
+  let finished = null;
+  let droppedLogs = 0;
 
   const show = (value) => {
     if (typeof value === "string") return value;
     try {
-      const text = JSON.stringify(value);
-      return text === undefined ? String(value) : text;
+      const text = stringify(value);
+      if (typeof text === "string") return text;
+    } catch {}
+    try {
+      return toText(value);
+    } catch {}
+    return "[" + typeof value + " that cannot be shown]";
+  };
+  const isError = (value) => {
+    try {
+      return apply(isPrototypeOf, errorPrototype, [value]);
     } catch {
-      return String(value);
+      return false;
     }
   };
-  let droppedLogs = 0;
+  const readText = (object, key) => {
+    try {
+      const value = object[key];
+      return value === undefined || value === null ? "" : toText(value);
+    } catch {
+      return "";
+    }
+  };
+  const failure = (message, stack, noMessage) => ({ __proto__: null, ok: false, message, stack, noMessage });
+  const thrown = (error) => {
+    if (isError(error)) {
+      const name = readText(error, "name");
+      const message = readText(error, "message");
+      let stack = "";
+      try {
+        const value = error.stack;
+        if (typeof value === "string") stack = value;
+      } catch {}
+      if (!message) return failure((name || "Error") + " thrown without a message", stack, false);
+      return failure(name && name !== "Error" ? name + ": " + message : message, stack, false);
+    }
+    if (error === null || error === undefined || error === "") {
+      const what = error === "" ? "an empty string" : toText(error);
+      return failure(
+        "Uncaught " + what + ": the code threw or rejected with " + what +
+        " instead of an Error, so there is no message. Throw new Error(\"...\") saying what went wrong.",
+        "", error !== "",
+      );
+    }
+    return failure(show(error), "", false);
+  };
+  const completed = (value) => {
+    let json;
+    let text = null;
+    try {
+      json = value === undefined ? "null" : stringify(value);
+      if (typeof json !== "string") {
+        return failure(
+          "The result, of type " + typeof value + ", has no JSON form; " +
+          "return plain data (objects, arrays, strings, numbers, booleans or null)",
+          "", false,
+        );
+      }
+      if (typeof value === "string") text = value;
+      else if (value !== undefined && value !== null) {
+        const pretty = stringify(value, null, 2);
+        if (typeof pretty === "string") text = pretty;
+      }
+    } catch (error) {
+      return failure("The result could not be serialized to JSON: " + thrown(error).message, "", false);
+    }
+    return { __proto__: null, ok: true, result: json, text };
+  };
+  const rejected = (error) => new PromiseConstructor((_resolve, reject) => reject(error));
+
   const logAt = (level) => (...args) => {
     if (logs.length >= MAX_LOG_LINES) { droppedLogs++; return; }
-    const line = `[${level}] ${args.map(show).join(" ")}`;
+    let line = "[" + level + "]";
+    for (let index = 0; index < args.length; index++) line += " " + show(args[index]);
     const over = line.length - MAX_LOG_LINE;
-    logs.push(over > 0 ? `${line.slice(0, MAX_LOG_LINE)}... [truncated ${over} chars]` : line);
+    append(logs, over > 0 ? apply(slice, line, [0, MAX_LOG_LINE]) + "... [truncated " + over + " chars]" : line);
   };
-  const console = Object.freeze({
+  const console = freeze({
     log: logAt("log"), info: logAt("info"), warn: logAt("warn"), error: logAt("error"), debug: logAt("debug"),
   });
 
   const hint = (path) =>
-    `${path ? "tools." + path : "tools"} is a lazy proxy and cannot be enumerated. ` +
+    (path ? "tools." + path : "tools") + " is a lazy proxy and cannot be enumerated. " +
     'Use tools.search({ query: "..." }) to find tools, ' +
     'tools.search({ namespace: "<integration>", query: "" }) to list every tool in an integration, ' +
     "or tools.executor.coreTools.connections.list({}) to list saved connections.";
 
-  const toolsAt = (path) => new Proxy(function () {}, {
+  const call = (path, args) => {
+    if (!path) throw new ErrorConstructor("Tool path missing in invocation");
+    if (pendingCount >= MAX_TOOL_CALLS) {
+      return rejected(new RangeErrorConstructor(
+        "tools." + path + " was not called: at most " + MAX_TOOL_CALLS + " tool calls may be in flight in one " +
+        "execution (the server's --execution-max-tool-calls); await some before starting more",
+      ));
+    }
+    const argument = args[0];
+    let payload;
+    let problem = null;
+    try {
+      payload = argument === undefined ? undefined : stringify(argument);
+      if (argument !== undefined && typeof payload !== "string") problem = "a " + typeof argument + " has no JSON form";
+    } catch (error) {
+      problem = thrown(error).message;
+    }
+    if (problem !== null) {
+      const message = "Arguments to tools." + path + " must be JSON-serializable: " + problem;
+      return rejected(new TypeErrorConstructor(message));
+    }
+    const id = nextId++;
+    append(calls, '{"kind":"call","id":' + id + ',"path":' + quote(path) +
+      (payload === undefined ? "" : ',"args":' + payload) + "}");
+    pendingCount++;
+    return new PromiseConstructor((resolve, reject) => {
+      pending[id] = { __proto__: null, resolve, reject };
+    });
+  };
+  const toolsAt = (path) => new ProxyConstructor(function () {}, {
+    __proto__: null,
     get(_target, prop) {
       if (typeof prop === "symbol" || prop === "then") return undefined;
-      return toolsAt(path ? `${path}.${prop}` : String(prop));
+      return toolsAt(path ? path + "." + prop : prop);
     },
-    apply(_target, _this, args) {
-      if (!path) throw new Error("Tool path missing in invocation");
-      let payload;
-      try {
-        payload = args[0] === undefined ? undefined : JSON.parse(JSON.stringify(args[0]));
-      } catch (error) {
-        return Promise.reject(new TypeError(`Arguments to tools.${path} must be JSON-serializable: ${error.message}`));
-      }
-      const id = nextId++;
-      outbox.push({ kind: "call", id, path, args: payload });
-      return new Promise((resolve, reject) => { pending.set(id, { resolve, reject }); });
-    },
-    ownKeys() { throw new TypeError(hint(path)); },
-    getOwnPropertyDescriptor() { throw new TypeError(hint(path)); },
+    apply(_target, _this, args) { return call(path, args); },
+    ownKeys() { throw new TypeErrorConstructor(hint(path)); },
+    getOwnPropertyDescriptor() { throw new TypeErrorConstructor(hint(path)); },
     has() { return true; },
-    set() { throw new TypeError(`tools.${path || ""} is read-only`); },
-    defineProperty() { throw new TypeError("tools is read-only"); },
+    set() { throw new TypeErrorConstructor("tools." + path + " is read-only"); },
+    defineProperty() { throw new TypeErrorConstructor("tools is read-only"); },
   });
 
-  const errorText = (error) => {
-    if (error instanceof Error) {
-      const head = error.name && error.name !== "Error" ? `${error.name}: ${error.message}` : error.message;
-      return { message: head, stack: typeof error.stack === "string" ? error.stack : "" };
+  const settleWith = async (promise) => {
+    let value;
+    try {
+      value = await promise;
+    } catch (error) {
+      finished = thrown(error);
+      return;
     }
-    return { message: show(error), stack: "" };
+    finished = completed(value);
   };
 
-  const host = Object.freeze({
-    drain() { return JSON.stringify(outbox.splice(0)); },
+  const host = freeze({
+    __proto__: null,
+    drain() {
+      let text = joined(calls);
+      for (let index = 0; index < newTimers.length; index++) {
+        const id = newTimers[index];
+        const timer = timers[id];
+        if (timer === undefined) continue;
+        timer.reported = true;
+        text += (text ? "," : "") + '{"kind":"timer","id":' + id + ',"ms":' + timer.delay + "}";
+      }
+      for (let index = 0; index < cleared.length; index++) {
+        text += (text ? "," : "") + '{"kind":"clear","id":' + cleared[index] + "}";
+      }
+      calls = [];
+      newTimers = [];
+      cleared = [];
+      return flat("[" + text + "]");
+    },
     settle(id, ok, payload) {
-      const waiting = pending.get(id);
-      if (!waiting) return;
-      pending.delete(id);
-      if (ok) waiting.resolve(payload === undefined ? undefined : JSON.parse(payload));
-      else waiting.reject(new Error(payload));
+      const waiting = pending[id];
+      if (waiting === undefined) return;
+      delete pending[id];
+      pendingCount--;
+      if (!ok) {
+        const message = typeof payload === "string" && payload ? payload : "The tool call failed without a message";
+        waiting.reject(new ErrorConstructor(message));
+        return;
+      }
+      let value;
+      try {
+        value = typeof payload === "string" ? parse(payload) : undefined;
+      } catch {
+        waiting.reject(new TypeErrorConstructor("The tool's answer was not JSON"));
+        return;
+      }
+      waiting.resolve(value);
     },
     fire(id) {
-      const timer = timers.get(id);
-      if (!timer) return;
-      timers.delete(id);
-      if (typeof timer.callback === "function") timer.callback(...timer.args);
+      const timer = timers[id];
+      if (timer === undefined) return;
+      delete timers[id];
+      timerCount--;
+      if (typeof timer.callback !== "function") return;
+      try {
+        apply(timer.callback, undefined, timer.args);
+      } catch (error) {
+        if (finished === null) finished = thrown(error);
+      }
     },
     start(promise) {
-      promise.then(
-        (value) => {
-          let text;
-          try {
-            const json = JSON.stringify(value === undefined ? null : value);
-            text = value === undefined || value === null ? null
-              : typeof value === "string" ? value : JSON.stringify(value, null, 2);
-            finished = { ok: true, result: json, text };
-          } catch (error) {
-            const reason = errorText(error).message;
-            finished = { ok: false, message: `The result could not be serialized to JSON: ${reason}`, stack: "" };
-          }
-        },
-        (error) => { finished = { ok: false, ...errorText(error) }; },
-      );
+      if (started) return;
+      started = true;
+      try {
+        defineProperty(promise, "constructor", { value: PromiseConstructor });
+      } catch {}
+      settleWith(promise);
     },
     state() {
       if (finished === null) return null;
-      const shown = droppedLogs ? [...logs, `[executor] ${droppedLogs} more log lines were dropped`] : logs;
-      return JSON.stringify({ ...finished, logs: shown, emitted });
+      let logText = "";
+      for (let index = 0; index < logs.length; index++) logText += (index ? "," : "") + quote(logs[index]);
+      if (droppedLogs) {
+        logText += (logText ? "," : "") + quote("[executor] " + droppedLogs + " more log lines were dropped");
+      }
+      const head = finished.ok
+        ? '"ok":true,"result":' + quote(finished.result) + ',"text":' +
+          (finished.text === null ? "null" : quote(finished.text))
+        : '"ok":false,"message":' + quote(finished.message) + ',"stack":' + quote(finished.stack) +
+          ',"noMessage":' + (finished.noMessage ? "true" : "false");
+      return flat("{" + head + ',"logs":[' + logText + '],"emitted":[' + joined(emitted) + "]}");
     },
   });
 
-  Object.defineProperty(globalThis, "__executor", { value: host, enumerable: false });
-  Object.defineProperty(globalThis, "tools", { value: toolsAt(""), enumerable: false });
+  defineProperty(globalThis, "__executor", { value: host, enumerable: false });
+  defineProperty(globalThis, "tools", { value: toolsAt(""), enumerable: false });
   globalThis.console = console;
   globalThis.emit = (value) => {
-    if (emitted.length >= MAX_EMITTED) throw new Error(`emit() takes at most ${MAX_EMITTED} items per execution`);
-    emitted.push(JSON.parse(JSON.stringify(value === undefined ? null : value)));
+    if (emitted.length >= MAX_EMITTED) {
+      throw new ErrorConstructor("emit() takes at most " + MAX_EMITTED + " items per execution");
+    }
+    const text = stringify(value === undefined ? null : value);
+    if (typeof text !== "string") {
+      throw new TypeErrorConstructor("emit() needs JSON data; a " + typeof value + " has none");
+    }
+    append(emitted, text);
   };
-  globalThis.fetch = () => { throw new Error("fetch is disabled in the executor sandbox"); };
+  globalThis.fetch = () => { throw new ErrorConstructor("fetch is disabled in the executor sandbox"); };
   globalThis.setTimeout = (callback, ms, ...args) => {
+    if (timerCount >= MAX_TIMERS) {
+      throw new RangeErrorConstructor(
+        "setTimeout refused: at most " + MAX_TIMERS + " timers may be pending in one execution " +
+        "(the server's --execution-max-timers); clear or await timers before starting more",
+      );
+    }
+    let delay = 0;
+    try {
+      delay = toNumber(ms);
+    } catch {}
+    if (!(delay >= 0)) delay = 0;
+    if (delay > MAX_DELAY) delay = MAX_DELAY;
     const id = nextId++;
-    timers.set(id, { callback, args });
-    outbox.push({ kind: "timer", id, ms: Math.max(0, Number(ms) || 0) });
+    timers[id] = { __proto__: null, callback, args, delay, reported: false };
+    append(newTimers, id);
+    timerCount++;
     return id;
   };
   globalThis.clearTimeout = (id) => {
-    if (timers.delete(id)) outbox.push({ kind: "clear", id });
+    const timer = typeof id === "number" ? timers[id] : undefined;
+    if (timer === undefined) return;
+    delete timers[id];
+    timerCount--;
+    if (timer.reported) append(cleared, id);
   };
 })();
 """
@@ -144,14 +336,25 @@ _PRELUDE_SOURCE = r"""
 MAX_LOG_LINES = 1000
 MAX_LOG_LINE = 10_000
 MAX_EMITTED = 1000
+MAX_DELAY_MS = 2**31 - 1
+"""The longest timer delay, as JavaScript engines clamp it; the host clamps to it too."""
 
 # Every statement above ends in a semicolon or brace, so joining the lines cannot change its meaning.
-PRELUDE = (
+_PRELUDE = (
     " ".join(line.strip() for line in _PRELUDE_SOURCE.splitlines() if line.strip())
     .replace("__MAX_LOG_LINES__", str(MAX_LOG_LINES))
     .replace("__MAX_LOG_LINE__", str(MAX_LOG_LINE))
     .replace("__MAX_EMITTED__", str(MAX_EMITTED))
+    .replace("__MAX_DELAY__", str(MAX_DELAY_MS))
 )
+
+
+def prelude(*, max_timers: int, max_tool_calls: int) -> str:
+    """The prelude for one execution, with its fan-out bounds."""
+    return _PRELUDE.replace("__MAX_TIMERS__", str(int(max_timers))).replace(
+        "__MAX_TOOL_CALLS__", str(int(max_tool_calls))
+    )
+
 
 CODE_PREFIX = '"use strict";\n__executor.start((async () => {\n'
 CODE_SUFFIX = "\n})());\n"

@@ -2,15 +2,22 @@
 
 Sans-I/O on purpose: the worker reads with blocking file calls, the server with trio streams, and both
 use the same encoder and the same incremental decoder. A worker is untrusted (it runs agent code), so
-the decoder refuses frames over a size bound instead of buffering whatever it is sent.
+the decoder refuses frames over a size bound instead of buffering whatever it is sent, and JSON that
+is not standard (`NaN`, `Infinity`), which could not be sent on anywhere.
+
+A JavaScript string may hold a lone surrogate, which UTF-8 cannot; the encoder replaces it with U+FFFD
+rather than fail (as `codec.dumps` does; this module stays free of the server's imports so a worker
+starts light).
 """
 
 import json
+import re
 import struct
 from typing import Any
 
 MAX_FRAME = 96 * 1024 * 1024
 _HEADER = struct.Struct(">I")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class FrameError(ValueError):
@@ -18,8 +25,16 @@ class FrameError(ValueError):
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        payload = text.encode()
+    except UnicodeEncodeError:  # in a Python str every surrogate is lone: an escaped pair decodes to one
+        payload = _LONE_SURROGATE.sub("\ufffd", text).encode()
     return _HEADER.pack(len(payload)) + payload
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class FrameDecoder:
@@ -43,7 +58,7 @@ class FrameDecoder:
         payload = bytes(self._buffer[_HEADER.size : end])
         del self._buffer[:end]
         try:
-            message = json.loads(payload)
+            message = json.loads(payload, parse_constant=_not_json)
         except ValueError as exc:
             raise FrameError(f"frame is not JSON: {exc}") from None
         if not isinstance(message, dict):

@@ -10,13 +10,21 @@ supported (as upstream); they reach the engine and fail there as syntax errors.
 Recovery follows upstream: a fenced block's content is used; a lone function expression or arrow is
 invoked; a lone function declaration is called; `export default` is unwrapped; anything else is the
 body of an async function, so top-level `await` and `return` work.
+
+Syntax errors are worded as JavaScript engines usually word them (`Unexpected token '='`, `Unexpected
+end of input`) at a position in the agent's text. QuickJS reports where its parser stopped in the
+wrapped program, which may be the wrapper itself: code that ends early (`return 1 +`) stops at the
+wrapper's closing brace, and a stray closing brace in the code closes the wrapper's function. So the
+agent's own tokens decide: a closing bracket with nothing open is the unexpected token; a stop inside
+the wrapper is the end of the agent's input.
 """
 
 import re
+from collections.abc import Iterator
 
 import attrs
 import tree_sitter_typescript
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Point
 
 from executor_mcp.sandbox.prelude import CODE_LINE_OFFSET, CODE_PREFIX, CODE_SUFFIX
 
@@ -67,11 +75,119 @@ class Prepared:
     first_line: int  # the program line holding the agent's first line
     fence_lines: int  # lines of the agent's text above the part that runs
     lines: int  # how many lines of the agent's text run
+    body: str = ""  # the agent's text that runs, as sent (before stripping)
 
     def agent_line(self, program_line: int) -> int | None:
         """The agent's line for a program line, or None for the wrapper's own lines."""
         line = program_line - self.first_line + 1
         return line + self.fence_lines if 1 <= line <= self.lines else None
+
+    def agent_column(self, program_line: int, column: int) -> int:
+        """QuickJS counts columns in UTF-8 bytes; the agent reads characters. Blanking keeps byte offsets."""
+        return self._character_column((program_line - self.first_line, column - 1))
+
+    def syntax_error(self, detail: str, program_line: int | None, column: int | None) -> str:
+        """QuickJS's parse error (`detail`, stopped at a program position) as the agent should read it."""
+        root = Parser(_LANGUAGE).parse(self.body.encode()).root_node
+        stopped: Point | None = None  # as tree-sitter counts: 0-based row of the body, byte column
+        if program_line is not None and column is not None and self.agent_line(program_line) is not None:
+            stopped = Point(program_line - self.first_line, column - 1)
+        stray = _stray_closer(root)
+        if stray is not None and (stopped is None or tuple(stray.start_point) <= tuple(stopped)):
+            return self._at(f"Unexpected token '{stray.text.decode(errors='replace')}'", stray.start_point)
+        if stopped is None or _in_unstripped_type_up_to_the_end(root, stopped):
+            return self._at("Unexpected end of input", _end(root))
+        token = _token_at(root, stopped)
+        if _IN_EXPRESSION.fullmatch(detail):
+            words = f"Unexpected token '{token}'" if token else "Unexpected end of input"
+        elif detail.lower().startswith("unexpected"):
+            words = _capitalized(detail)
+        elif "expect" in detail:  # `variable name expected`, `expecting ';'`: this token is not that
+            words = f"Unexpected token '{token}', {detail}" if token else f"Unexpected end of input, {detail}"
+        else:
+            words = _capitalized(detail)  # a rule past the grammar: a redefinition, an octal literal...
+        return self._at(words, stopped)
+
+    def _at(self, words: str, point: Point) -> str:
+        return f"SyntaxError: {words} ({point[0] + 1 + self.fence_lines}:{self._character_column(point)})"
+
+    def _character_column(self, point: tuple[int, int]) -> int:
+        row, byte_column = point
+        lines = self.body.split("\n")
+        line = lines[row] if 0 <= row < len(lines) else ""
+        return len(line.encode()[: max(byte_column, 0)].decode(errors="replace")) + 1
+
+
+_IN_EXPRESSION = re.compile(r"unexpected token in expression: '.*'", re.DOTALL)
+_CLOSING = {"{": "}", "(": ")", "[": "]", "${": "}"}
+_CLOSERS = frozenset(_CLOSING.values())
+_TOKEN = re.compile(rb"[\w$\x80-\xff]+|\S")
+_TOKEN_SHOWN = 40
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _leaves(root: Node) -> Iterator[Node]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0:
+            yield node
+        else:
+            stack.extend(reversed(node.children))
+
+
+def _stray_closer(root: Node) -> Node | None:
+    """The first closing bracket that does not close what the agent opened last (or closes the wrapper)."""
+    open_brackets: list[str] = []
+    for leaf in _leaves(root):
+        if leaf.is_missing:
+            continue
+        if leaf.type in _CLOSING:
+            open_brackets.append(_CLOSING[leaf.type])
+        elif leaf.type in _CLOSERS and (not open_brackets or open_brackets.pop() != leaf.type):
+            return leaf
+    return None
+
+
+def _token_at(root: Node, point: Point) -> str | None:
+    """The agent's token that starts at a point, or None at the end of the input."""
+    leaf = root.descendant_for_point_range(point, point)
+    if leaf is not None and leaf.child_count == 0 and tuple(leaf.start_point) == tuple(point) and leaf.text:
+        token = leaf.text
+    else:
+        lines = (root.text or b"").split(b"\n")
+        line = lines[point[0]] if point[0] < len(lines) else b""
+        match = _TOKEN.match(line, point[1])
+        if match is None:
+            return None
+        token = match.group()
+    text = token.decode(errors="replace")
+    return text if len(text) <= _TOKEN_SHOWN else text[:_TOKEN_SHOWN] + "..."
+
+
+def _in_unstripped_type_up_to_the_end(root: Node, point: Point) -> bool:
+    """Whether QuickJS stopped at TypeScript left in place because its statement runs unfinished to the end.
+
+    Types inside a syntax error are not stripped (see `_strip_types`), so `const a: number = 1 +` stops
+    QuickJS at the `:`; the agent's real problem is that the code ends early.
+    """
+    node: Node | None = root.descendant_for_point_range(point, point)
+    in_type = False
+    while node is not None:
+        in_type = in_type or node.type in _TYPE_NODES
+        if node.type == "ERROR":
+            return in_type and node.end_byte >= len((root.text or b"").rstrip())
+        node = node.parent
+    return False
+
+
+def _end(root: Node) -> Point:
+    """Just past the agent's last non-blank byte."""
+    kept = (root.text or b"").rstrip()
+    return Point(kept.count(b"\n"), len(kept) - (kept.rfind(b"\n") + 1))
 
 
 def prepare(code: str) -> Prepared:
@@ -87,7 +203,11 @@ def prepare(code: str) -> Prepared:
     stripped = blanked.decode(errors="replace")
     program = CODE_PREFIX + head + "\n" + stripped + "\n" + tail + CODE_SUFFIX
     return Prepared(
-        program=program, first_line=CODE_LINE_OFFSET + 2, fence_lines=fence_lines, lines=body.count("\n") + 1
+        program=program,
+        first_line=CODE_LINE_OFFSET + 2,
+        fence_lines=fence_lines,
+        lines=body.count("\n") + 1,
+        body=body,
     )
 
 

@@ -2,12 +2,19 @@
 
 The server starts this process with an empty environment and no descriptors but stdin, stdout and
 stderr; after its imports it drops what it could still use (file writes, descriptors, core dumps).
+
 The JavaScript context has plain ECMAScript intrinsics and the prelude's globals, nothing else: no
 module loader, no `std`/`os`, no Python callables. A crash here costs this process, never the server.
 
+It dies with the server. Only the server holds the write end of its stdin, so when the server is gone
+(even SIGKILLed, with no chance to kill its workers) stdin hangs up; a daemon thread waits for that and
+exits the process, also while the main thread is deep in a JavaScript loop (QuickJS releases the GIL).
+`PR_SET_PDEATHSIG` would not do: it fires when the forking *thread* exits, and trio forks workers from
+cached threads that exit after idling, which would kill healthy workers.
+
 Requests and replies (one reply per request):
 
-    {"op": "start", "code", "memory", "stack", "cpu"}    -> step
+    {"op": "start", "code", "memory", "stack", "cpu", "max_timers", "max_tool_calls"}  -> step
     {"op": "settle", "id", "ok", "payload"}               -> step   (a tool call's answer)
     {"op": "fire", "id"}                                  -> step   (a timer is due)
     step = {"op": "step", "outbox": [...], "done": null | {...}, "retire": bool}
@@ -21,24 +28,30 @@ import json
 import os
 import re
 import resource
+import select
 import sys
+import threading
 import time
 from typing import Any, BinaryIO
 
 import quickjs
 
-from executor_mcp.sandbox.prelude import PRELUDE
-from executor_mcp.sandbox.protocol import FrameDecoder, encode
+from executor_mcp.sandbox.prelude import prelude
+from executor_mcp.sandbox.protocol import MAX_FRAME, FrameDecoder, encode
 from executor_mcp.sandbox.source import Prepared, prepare
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")
 _NO_LIMIT = -1
 ADDRESS_SPACE_LIMIT = 1 << 30
 _OUT_OF_MEMORY = "InternalError: out of memory"
+_SYNTAX = "SyntaxError: "
+_BARE = frozenset({"null", "undefined"})
+_NEARLY_FULL = 0.9
+_ORPHANED = 3
 
 
 class Execution:
-    def __init__(self, code: str, memory: int, stack: int, cpu: float) -> None:
+    def __init__(self, code: str, memory: int, stack: int, cpu: float, *, max_timers: int, max_tool_calls: int) -> None:
         self.cpu_budget = cpu
         self.cpu_used = 0.0
         self.memory = memory
@@ -47,12 +60,16 @@ class Execution:
         self.context.set_memory_limit(memory)
         self.context.set_max_stack_size(stack)
         self._code = code
+        self._loading = False  # while the agent's program is parsed (and runs up to its first await)
+        self._prelude = prelude(max_timers=max_timers, max_tool_calls=max_tool_calls)
 
     def start(self) -> dict[str, Any]:
         def run() -> None:
-            self.context.eval(PRELUDE)
+            self.context.eval(self._prelude)
             self.prepared = prepare(self._code)
+            self._loading = True
             self.context.eval(self.prepared.program)
+            self._loading = False
 
         return self._step(run)
 
@@ -92,7 +109,7 @@ class Execution:
         if state.get("ok"):
             return {"ok": True, "result": state["result"], "text": state["text"], "logs": logs, "emitted": emitted}
         message = state["message"]
-        if message.startswith(_OUT_OF_MEMORY):
+        if message.startswith(_OUT_OF_MEMORY) or (state.get("noMessage") and self._heap_nearly_full()):
             error = self._memory_exceeded()
         else:
             error = self._describe(message, state.get("stack", ""))
@@ -101,16 +118,26 @@ class Execution:
     def _memory_exceeded(self) -> str:
         return f"Execution exceeded its memory limit of {self.memory // (1024 * 1024)} MiB"
 
+    def _heap_nearly_full(self) -> bool:
+        """When the heap is too full to build an error object, QuickJS throws a bare `null` instead."""
+        return self.context.memory().get("malloc_size", 0) >= self.memory * _NEARLY_FULL
+
     def _failed(self, raw: str) -> dict[str, Any]:
         """An error that escaped the engine itself: a limit, or an error while loading the code."""
         head, _, rest = raw.partition("\n")
         retire = False
         if head == "InternalError: interrupted":
             message, retire = f"Execution exceeded its CPU time limit of {self.cpu_budget:g}s", True
-        elif head.startswith(_OUT_OF_MEMORY):
+        elif head.startswith(_OUT_OF_MEMORY) or (head in _BARE and self._heap_nearly_full()):
             message, retire = self._memory_exceeded(), True
+        elif head in _BARE or not head:
+            message, retire = f"The sandbox stopped with an exception that has no message ({head or 'empty'})", True
+        elif head.startswith(_SYNTAX) and self._loading and self.prepared is not None:
+            position = _POSITION.search(rest)
+            line, column = (int(position[1]), int(position[2])) if position else (None, None)
+            message = self.prepared.syntax_error(head.removeprefix(_SYNTAX), line, column)
         else:
-            message = self._describe(_capitalize_syntax(head), rest)
+            message = self._describe(head, rest)
         done = {"ok": False, "error": message, "logs": [], "emitted": []}
         return {"op": "step", "outbox": [], "done": done, "retire": retire}
 
@@ -120,16 +147,17 @@ class Execution:
             for line, column in _POSITION.findall(stack):
                 agent_line = self.prepared.agent_line(int(line))
                 if agent_line is not None:
-                    return f"{message} ({agent_line}:{column})"
+                    return f"{message} ({agent_line}:{self.prepared.agent_column(int(line), int(column))})"
         return message
 
 
-def _capitalize_syntax(head: str) -> str:
-    """QuickJS writes `SyntaxError: unexpected token`; models and tests expect `Unexpected token`."""
-    name, separator, message = head.partition(": ")
-    if name == "SyntaxError" and separator and message:
-        return f"{name}: {message[0].upper()}{message[1:]}"
-    return head
+def _too_large(size: int) -> dict[str, Any]:
+    error = (
+        f"The execution's output ({size // (1024 * 1024)} MiB with its logs and tool call arguments) exceeds the "
+        f"{MAX_FRAME // (1024 * 1024)} MiB a sandbox can send; return or pass less data"
+    )
+    done = {"ok": False, "error": error, "logs": [], "emitted": []}
+    return {"op": "step", "outbox": [], "done": done, "retire": True}
 
 
 def _confine() -> None:
@@ -142,6 +170,17 @@ def _confine() -> None:
         (resource.RLIMIT_AS, ADDRESS_SPACE_LIMIT),
     ):
         resource.setrlimit(limit, (value, value))
+
+
+def _die_with_the_server(stdin: int) -> None:
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(stdin, 0)  # no data events: only a hang-up or an error wakes this thread
+        while True:
+            if any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, events in poller.poll()):
+                os._exit(_ORPHANED)
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
 def _read(stream: BinaryIO, decoder: FrameDecoder) -> dict[str, Any] | None:
@@ -159,7 +198,14 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
     while (message := _read(stdin, decoder)) is not None:
         op = message.get("op")
         if op == "start":
-            execution = Execution(message["code"], message["memory"], message["stack"], message["cpu"])
+            execution = Execution(
+                message["code"],
+                message["memory"],
+                message["stack"],
+                message["cpu"],
+                max_timers=message["max_timers"],
+                max_tool_calls=message["max_tool_calls"],
+            )
             reply = execution.start()
         elif execution is not None and op == "settle":
             reply = execution.settle(message["id"], message["ok"], message.get("payload"))
@@ -169,11 +215,15 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             reply = {"op": "error", "error": f"unexpected request {op!r}"}
         if reply.get("done") is not None:
             execution = None  # the context goes with it
-        stdout.write(encode(reply))
+        frame = encode(reply)
+        if len(frame) > MAX_FRAME:
+            frame, execution = encode(_too_large(len(frame))), None
+        stdout.write(frame)
         stdout.flush()
 
 
 def main() -> int:
+    _die_with_the_server(sys.stdin.fileno())
     _confine()
     serve(sys.stdin.buffer, sys.stdout.buffer)
     return 0

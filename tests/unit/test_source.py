@@ -12,7 +12,7 @@ from executor_mcp.sandbox.worker import Execution
 
 
 def start(code: str) -> tuple[Execution, dict[str, Any]]:
-    execution = Execution(code, memory=64 << 20, stack=1 << 20, cpu=2.0)
+    execution = Execution(code, memory=64 << 20, stack=1 << 20, cpu=2.0, max_timers=100, max_tool_calls=100)
     return execution, execution.start()
 
 
@@ -191,6 +191,41 @@ def test_syntax_error_on_line_two_after_a_typescript_line() -> None:
     message = error("const a: number = 1;\nconst b = ;")
     assert message.startswith("SyntaxError: Unexpected token")
     assert message.endswith("(2:11)")
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("const = 5; return 1;", "SyntaxError: Unexpected token '=', variable name expected (1:7)"),
+        ("return 1 +", "SyntaxError: Unexpected end of input (1:11)"),
+        ("const x = 1 +\n\n  // nothing follows\n", "SyntaxError: Unexpected end of input (3:21)"),
+        ("foo(\n", "SyntaxError: Unexpected end of input (1:5)"),
+        ("return 1;\n}", "SyntaxError: Unexpected token '}' (2:1)"),
+        ("foo(() => {\n  return 1;\n}}", "SyntaxError: Unexpected token '}' (3:2)"),
+        ("const v = `${1}`;\nreturn [1, 2);", "SyntaxError: Unexpected token ')' (2:13)"),
+        ("const a: number = 1;\nconst b: string = ;", "SyntaxError: Unexpected token ';' (2:19)"),
+        (
+            "interface P { x: number }\nconst p: P = { x: 1 };\nfoo(p as P",
+            "SyntaxError: Unexpected identifier 'as' (3:7)",
+        ),
+        ("prose\n```ts\nconst a: number = 1 +\n```", "SyntaxError: Unexpected end of input (3:22)"),
+        ("function f(x: number) { return x +; }", "SyntaxError: Unexpected token ';' (1:35)"),
+        ("const é = 1 + ;", "SyntaxError: Unexpected token ';' (1:15)"),
+        ("let a = 1\nlet b = 2 3", "SyntaxError: Unexpected token '3', expecting ';' (2:11)"),
+        ("@sealed class A {}", "SyntaxError: Unexpected token '@' (1:1)"),
+        ("const a = 1; const a = 2;", "SyntaxError: Invalid redefinition of lexical identifier (1:22)"),
+        ("return 'abc", "SyntaxError: Unexpected end of string (1:8)"),
+        ("return 0x;", "SyntaxError: Invalid number literal (1:8)"),
+    ],
+)
+def test_syntax_errors_name_the_problem_at_the_agents_position(code: str, message: str) -> None:
+    assert error(code) == message
+
+
+def test_columns_count_characters_not_bytes() -> None:
+    line = "const s = 'é€😀'; null.foo;"
+    assert error(line).endswith(f"(1:{line.index('null') + 1})")
+    assert error("const s = 'é€😀'; const = 1;") == "SyntaxError: Unexpected token '=', variable name expected (1:24)"
 
 
 def test_error_position_never_points_past_the_agents_code() -> None:
