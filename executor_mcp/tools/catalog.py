@@ -8,7 +8,8 @@ the code can inspect, never exceptions.
 """
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -16,6 +17,7 @@ import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.policies.model import Action
+from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.context import CallContext, Interaction, approval_message
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
@@ -107,9 +109,12 @@ class Catalog:
         ]
         self._integration_texts = [ranking.normalize(f"{i.slug} {i.name}") for i in integrations]
         self._index: ranking.SearchIndex | None = None
-        # One search or indexing in a worker thread at a time: a flood of searches queues here, not on the CPU.
-        self._threaded = trio.CapacityLimiter(1)
         self._indexing = trio.Lock()
+        # One search (or the indexing) in a worker thread at a time, and each account waits for its own turn
+        # first: a flood of searches queues behind its own author, and another account's search waits for at
+        # most the one running and one more of the flood's.
+        self._threaded = trio.CapacityLimiter(1)
+        self._turns: dict[Principal, _Turns] = {}
 
     def tool(self, path: str) -> StaticTool | None:
         return self._tools.get(path.removeprefix("tools."))
@@ -123,14 +128,18 @@ class Catalog:
         """
         match path:
             case "search":
-                return await self._search(args)
+                return await self._search(args, context.principal)
             case "describe.tool":
-                return await self._describe(args)
+                return await self._describe(args, context.principal)
             case "executor.integrations.list":
                 return self._list_integrations(args)
         tool = self.tool(path)
         if tool is None:
-            return _failure("tool_not_found", f"Tool not found: {path}", {"path": path, **await self._suggest(path)})
+            return _failure(
+                "tool_not_found",
+                f"Tool not found: {path}",
+                {"path": path, **await self._suggest(path, context.principal)},
+            )
         if tool.validate is not None:
             try:
                 tool.validate(args)
@@ -149,7 +158,7 @@ class Catalog:
 
     # -- built-ins ----------------------------------------------------------------------------------
 
-    async def _search(self, args: Any) -> JsonObject:
+    async def _search(self, args: Any, principal: Principal) -> JsonObject:
         args = _options(args, "tools.search", "{ query?: string; namespace?: string; limit?: number; offset?: number }")
         query, namespace = args.get("query"), args.get("namespace")
         if query is not None and not isinstance(query, str):
@@ -158,7 +167,7 @@ class Catalog:
             raise ToolThrow("tools.search namespace must be a string when provided")
         limit, offset = _paging("tools.search", args)
         try:
-            page = await self._ranked(query or "", namespace, limit, offset)
+            page = await self._ranked(principal, query or "", namespace, limit, offset)
         except ranking.QueryTooLarge as refused:
             raise ToolThrow(f"tools.search {refused}") from None
         items = [
@@ -173,7 +182,7 @@ class Catalog:
         ]
         return {"items": items, "total": page.total, "hasMore": page.has_more, "nextOffset": page.next_offset}
 
-    async def _describe(self, args: Any) -> JsonObject:
+    async def _describe(self, args: Any, principal: Principal) -> JsonObject:
         if not isinstance(args, dict):
             raise ToolThrow("tools.describe.tool expects an object: { path: string }")
         if "includeSchemas" in args:
@@ -197,7 +206,7 @@ class Catalog:
         tool = self.tool(path)
         if tool is None:
             error: JsonObject = {"code": "tool_not_found", "message": f"Tool not found: {path}"}
-            error.update(await self._suggest(path))
+            error.update(await self._suggest(path, principal))
             return {"path": path, "name": path, "error": error}
         described: JsonObject = {"path": tool.id, "name": tool.name, "description": tool.description}
         if tool.input_schema.get("properties"):
@@ -243,7 +252,7 @@ class Catalog:
             "nextOffset": consumed if has_more else None,
         }
 
-    async def _suggest(self, path: str) -> JsonObject:
+    async def _suggest(self, path: str, principal: Principal) -> JsonObject:
         """Up to five likely paths: the leaf name searched within the first segment, else everywhere.
 
         A path too large to be a tool's (or whose leaf is past the search bounds) gets no suggestions.
@@ -255,14 +264,16 @@ class Catalog:
         found: list[tuple[ranking.Entry, int]] = []
         for namespace in (segments[0], None):
             try:
-                found = (await self._ranked(leaf, namespace, MAX_SUGGESTIONS, 0)).items
+                found = (await self._ranked(principal, leaf, namespace, MAX_SUGGESTIONS, 0)).items
             except ranking.QueryTooLarge:
                 continue
             if found:
                 break
         return {"suggestions": [entry.path for entry, _ in found]} if found else {}
 
-    async def _ranked(self, query: str, namespace: str | None, limit: int, offset: int) -> ranking.Page:
+    async def _ranked(
+        self, principal: Principal, query: str, namespace: str | None, limit: int, offset: int
+    ) -> ranking.Page:
         """One search on the catalog's index, built on first use; large catalogs work in a worker thread."""
         threaded = len(self._entries) >= THREADED_SEARCH_ENTRIES
         if self._index is None:
@@ -277,8 +288,27 @@ class Catalog:
         if not threaded:
             return index.search(query, namespace, limit, offset)
         ranking.check_query(query, namespace)  # a refusal needs no thread
-        async with self._threaded:
+        async with self._turn(principal), self._threaded:
             return await trio.to_thread.run_sync(index.search, query, namespace, limit, offset)
+
+    @asynccontextmanager
+    async def _turn(self, principal: Principal) -> AsyncIterator[None]:
+        """The account's turn at the search thread; its queue exists only while someone waits in it."""
+        turns = self._turns.setdefault(principal, _Turns())
+        turns.waiting += 1
+        try:
+            async with turns.lock:
+                yield
+        finally:
+            turns.waiting -= 1
+            if not turns.waiting:
+                del self._turns[principal]
+
+
+@attrs.define
+class _Turns:
+    lock: trio.Lock = attrs.Factory(trio.Lock)
+    waiting: int = 0
 
 
 def _options(args: Any, tool: str, shape: str) -> JsonObject:

@@ -3,9 +3,12 @@ answering `{ok, data}` or `{ok: false, error}` (contract §4)."""
 
 from typing import Any
 
+import attrs
 import pytest
 import trio
+import trio.testing
 
+from executor_mcp.storage.records import Owner
 from executor_mcp.tools.catalog import (
     MAX_INTEGRATIONS_QUERY_LENGTH,
     MAX_PATH_LENGTH,
@@ -436,3 +439,36 @@ async def test_a_large_catalog_is_searched_off_the_event_loop(context: CallConte
             nursery.start_soon(ticker)
             nursery.start_soon(search)
     assert ticks_while_searching >= 2  # the loop kept running other tasks; inline, it could not tick at all
+
+
+async def test_a_flood_of_searches_waits_behind_its_own_author(context: CallContext) -> None:
+    catalog = large_catalog(2_000)
+    costly = {"query": " ".join("aeiounrst" * 3)}
+    await catalog.invoke("search", costly, context)  # builds the index
+    flooder = attrs.evolve(context, principal=Owner(account_id="flooder", org_id="acme"))
+    neighbour = attrs.evolve(context, principal=Owner(account_id="neighbour", org_id="acme"))
+    flood_done = 0
+    done_when_neighbour_answered: int | None = None
+
+    async def flood() -> None:
+        nonlocal flood_done
+        await catalog.invoke("search", costly, flooder)
+        flood_done += 1
+
+    async def neighbour_search() -> None:
+        nonlocal done_when_neighbour_answered
+        found = await catalog.invoke("search", {"query": "delete hook"}, neighbour)
+        assert found["total"] > 0
+        done_when_neighbour_answered = flood_done
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(flood)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(neighbour_search)
+    assert flood_done == 8
+    # Behind the one running and at most one more of the flood's; in one shared queue it would wait for all 8.
+    assert done_when_neighbour_answered is not None
+    assert done_when_neighbour_answered <= 2
+    assert not catalog._turns  # a queue lives only while someone waits in it
