@@ -67,8 +67,9 @@ def main(size: int, repeat: int) -> None:
     print(f"index of {size} tools built in {(time.process_time() - started) * 1000:.0f} ms")
     namespace = entries[0].integration
     # The costliest queries the bounds allow: tokens so short that nearly every entry holds them.
-    common = " ".join(["a", "e", "i", "o", "t", "s", "r", "n"] * (MAX_QUERY_WORDS // 8))
-    assert len(common) <= MAX_QUERY_LENGTH
+    repeated = " ".join(["a", "e", "i", "o", "t", "s", "r", "n"] * (MAX_QUERY_WORDS // 8))
+    letters = " ".join("abcdefghijklmnopqrstuvwxyz0123456789"[:MAX_QUERY_WORDS])
+    assert max(len(repeated), len(letters)) <= MAX_QUERY_LENGTH
     distinct = " ".join(f"{a}{b}" for a in "aeiou" for b in "nrst")[: MAX_QUERY_LENGTH - 1]
     distinct = " ".join(distinct.split()[:MAX_QUERY_WORDS])
     cases = [
@@ -76,7 +77,8 @@ def main(size: int, repeat: int) -> None:
         ("enumeration of one integration", "", namespace),
         ("'list' within one integration", "list", namespace),
         ("one letter 'e'", "e", None),
-        (f"{MAX_QUERY_WORDS} one-letter words", common, None),
+        (f"8 one-letter words, {MAX_QUERY_WORDS // 8} times each", repeated, None),
+        (f"{MAX_QUERY_WORDS} distinct one-letter words", letters, None),
         (f"{MAX_QUERY_WORDS} distinct two-letter words", distinct, None),
     ]
     for label, query, space in cases:

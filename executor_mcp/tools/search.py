@@ -139,6 +139,14 @@ class SearchIndex:
                 self._leading.setdefault(lead, set()).add(entry_id)
             for text in (self._normalized[0][entry_id], names[entry_id]):
                 self._exact.setdefault(text, set()).add(entry_id)
+        # Per field, each token's entries: the entries holding a word itself, without a pass over candidates.
+        self._holding: list[dict[str, list[int]]] = []
+        for padded in self._padded:
+            holding: dict[str, list[int]] = {}
+            for entry_id, text in enumerate(padded):
+                for token in set(text.split()):
+                    holding.setdefault(token, []).append(entry_id)
+            self._holding.append(holding)
         vocabulary: dict[str, list[int]] = {}
         for entry_id in range(len(self._entries)):
             for token in {token for padded in self._padded for token in padded[entry_id].split()}:
@@ -213,8 +221,9 @@ class SearchIndex:
         """Upstream's score of each matched entry: fields, words, coverage and bonuses.
 
         Upstream's 4, 2 or 1 points per word and field are counted as 1 + 1 + 2 (a prefix relation implies a
-        substring or a shorter token; the token itself implies a prefix relation), so each level is one pass
-        of substring checks over the candidates, and the points are added per distinct amount in bulk.
+        substring or a shorter token; the token itself implies a prefix relation): containment and prefixes
+        are passes of substring checks over the candidates, the token itself comes from the field's postings
+        when they are the shorter list, and the points are added per distinct amount in bulk.
         """
         words = [self._word(token, count) for token, count in Counter(query_tokens).items()]
         distinct = len(words)
@@ -223,13 +232,13 @@ class SearchIndex:
         }
         ids = list(totals)
         awarded: dict[int, list[int]] = {}
-        for (_, weight), normalized, padded, ordered in zip(
-            _WEIGHTS, self._normalized, self._padded, self._ordered, strict=True
+        for (_, weight), normalized, padded, ordered, holding in zip(
+            _WEIGHTS, self._normalized, self._padded, self._ordered, self._holding, strict=True
         ):
             fields = [padded[entry_id] for entry_id in ids]
             insides = []
             for word in words:
-                token, start, whole = word.token, word.start, word.whole
+                token, start = word.token, word.start
                 inside = _having(ids, fields, token)
                 related = _having(inside, map(padded.__getitem__, inside), start)
                 if word.shorter:
@@ -237,7 +246,11 @@ class SearchIndex:
                         related.extend(_having(ids, fields, prefix))
                     related = list(set(related))
                     inside = list(set(inside).union(related))
-                exact = _having(related, map(padded.__getitem__, related), whole)
+                holders = holding.get(token, ())
+                if len(holders) < len(related):
+                    exact = [entry_id for entry_id in holders if entry_id in totals]
+                else:
+                    exact = _having(related, map(padded.__getitem__, related), word.whole)
                 points = weight * word.count
                 awarded.setdefault(points, []).extend(inside)
                 awarded[points].extend(related)
