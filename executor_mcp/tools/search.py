@@ -16,7 +16,7 @@ import bisect
 import heapq
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
 from operator import contains
 
@@ -104,6 +104,21 @@ class _PrefixRanges:
         return self._ids[low:high]
 
 
+class _SortedValues:
+    """A field's non-empty normalized values in order, so the values starting with a query are one run."""
+
+    def __init__(self, normalized: list[str]) -> None:
+        ordered = sorted((text, entry_id) for entry_id, text in enumerate(normalized) if text)
+        self._texts = [text for text, _ in ordered]
+        self._ids = [entry_id for _, entry_id in ordered]
+
+    def starting_with(self, prefix: str) -> Iterator[tuple[str, int]]:
+        position = bisect.bisect_left(self._texts, prefix)
+        while position < len(self._texts) and self._texts[position].startswith(prefix):
+            yield self._texts[position], self._ids[position]
+            position += 1
+
+
 class SearchIndex:
     """A catalog's entries normalized once, with an inverted index from tokens (and their substrings) to entries.
 
@@ -119,7 +134,7 @@ class SearchIndex:
         # Per field, in `_WEIGHTS` order: each entry's normalized value and padded tokens ("" when empty).
         self._normalized: list[list[str]] = []
         self._padded: list[list[str]] = []
-        self._ordered: list[list[tuple[str, int]]] = []  # per field, (normalized value, entry) sorted: for `startswith`
+        self._ordered: list[_SortedValues] = []
         for field, _ in _WEIGHTS:
             values = [getattr(entry, field) or "" for entry in self._entries]
             normalized = [normalize(value) if value else "" for value in values]
@@ -127,18 +142,20 @@ class SearchIndex:
             self._padded.append(
                 [_padded(text) if value else "" for value, text in zip(values, normalized, strict=True)]
             )
-            self._ordered.append(sorted((text, entry_id) for entry_id, text in enumerate(normalized) if text))
+            self._ordered.append(_SortedValues(normalized))
         path_tokens = [_TOKEN.findall(text) for text in self._normalized[0]]
         names = [normalize(entry.name) for entry in self._entries]
         name_tokens = [_TOKEN.findall(name) for name in names]
         # The entries a first path or name token, or a whole normalized path or name, earns a bonus.
-        self._leading: dict[str, set[int]] = {}
-        self._exact: dict[str, set[int]] = {}
+        leading: dict[str, set[int]] = {}
+        exact: dict[str, set[int]] = {}
         for entry_id, (path, name) in enumerate(zip(path_tokens, name_tokens, strict=True)):
             for lead in path[:1] + name[:1]:
-                self._leading.setdefault(lead, set()).add(entry_id)
+                leading.setdefault(lead, set()).add(entry_id)
             for text in (self._normalized[0][entry_id], names[entry_id]):
-                self._exact.setdefault(text, set()).add(entry_id)
+                exact.setdefault(text, set()).add(entry_id)
+        self._leading = {token: tuple(ids) for token, ids in leading.items()}
+        self._exact = {text: tuple(ids) for text, ids in exact.items()}
         # Per field, each token's entries: the entries holding a word itself, without a pass over candidates.
         self._holding: list[dict[str, list[int]]] = []
         for padded in self._padded:
@@ -147,12 +164,13 @@ class SearchIndex:
                 for token in set(text.split()):
                     holding.setdefault(token, []).append(entry_id)
             self._holding.append(holding)
-        vocabulary: dict[str, list[int]] = {}
-        for entry_id in range(len(self._entries)):
-            for token in {token for padded in self._padded for token in padded[entry_id].split()}:
-                vocabulary.setdefault(token, []).append(entry_id)
+        # Over all fields, each token's entries: what the coverage rule counts.
+        vocabulary: dict[str, set[int]] = {}
+        for holding in self._holding:
+            for token, holders in holding.items():
+                vocabulary.setdefault(token, set()).update(holders)
         self._token_ids = {token: token_id for token_id, token in enumerate(vocabulary)}
-        self._postings = [frozenset(ids) for ids in vocabulary.values()]
+        self._postings = [tuple(ids) for ids in vocabulary.values()]
         # Every suffix of every token, sorted: the tokens containing a word are the suffixes starting with it.
         suffixes = sorted(
             (token[start:], token_id) for token, token_id in self._token_ids.items() for start in range(len(token))
@@ -208,7 +226,8 @@ class SearchIndex:
         enough = min(count for count in range(len(distinct) + 1) if count / len(distinct) >= 0.6)
         return {entry_id: count for entry_id, count in counts.items() if count >= enough}
 
-    def _matching(self, token: str) -> frozenset[int] | set[int]:
+    def _matching(self, token: str) -> tuple[int, ...] | set[int]:
+        """The entries holding a token that contains `token` or is a proper prefix of it."""
         low = bisect.bisect_left(self._suffixes, token)
         high = bisect.bisect_left(self._suffixes, token + _AFTER, lo=low)
         token_ids = set(self._suffix_owners[low:high])
@@ -264,12 +283,9 @@ class SearchIndex:
             else:
                 contained = _having(ids, map(normalized.__getitem__, ids), query)
             awarded.setdefault(6 * weight, []).extend(contained)
-            position = bisect.bisect_left(ordered, (query,))
-            while position < len(ordered) and ordered[position][0].startswith(query):
-                text, entry_id = ordered[position]
+            for text, entry_id in ordered.starting_with(query):
                 if entry_id in totals:
                     totals[entry_id] += 8 * weight if text == query else 3 * weight
-                position += 1
         for points, awarded_ids in awarded.items():
             for entry_id, times in Counter(awarded_ids).items():
                 totals[entry_id] += points * times
