@@ -8,13 +8,16 @@ the code can inspect, never exceptions.
 """
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.policies.model import Action
+from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.context import CallContext, Interaction, approval_message
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
@@ -22,6 +25,13 @@ from executor_mcp.tools.typescript import describe_output, schema_to_typescript
 
 DEFAULT_LIMIT = 12
 MAX_SUGGESTIONS = 5
+# Paths and integration queries arrive from sandboxed code; past these they are refused before any work.
+MAX_PATH_LENGTH = 500
+MAX_INTEGRATIONS_QUERY_LENGTH = 200
+# From this many tools on, a catalog is indexed and searched in a worker thread, where a search's worst case
+# (short words that every tool holds, about 10 µs per tool) cannot hold up the event loop; below it, the
+# worst case costs less than a thread hop is worth.
+THREADED_SEARCH_ENTRIES = 200
 TOOL_DEFINITIONS = "\n".join(
     [
         "type ToolError = { code: string; message: string; status?: number; details?: unknown; retryable?: boolean };",
@@ -97,6 +107,14 @@ class Catalog:
             ranking.Entry(path=tool.id, name=tool.name, integration=tool.integration, description=tool.description)
             for tool in self._tools.values()
         ]
+        self._integration_texts = [ranking.normalize(f"{i.slug} {i.name}") for i in integrations]
+        self._index: ranking.SearchIndex | None = None
+        self._indexing = trio.Lock()
+        # One search (or the indexing) in a worker thread at a time, and each account waits for its own turn
+        # first: a flood of searches queues behind its own author, and another account's search waits for at
+        # most the one running and one more of the flood's.
+        self._threaded = trio.CapacityLimiter(1)
+        self._turns: dict[Principal, _Turns] = {}
 
     def tool(self, path: str) -> StaticTool | None:
         return self._tools.get(path.removeprefix("tools."))
@@ -110,14 +128,18 @@ class Catalog:
         """
         match path:
             case "search":
-                return self._search(args)
+                return await self._search(args, context.principal)
             case "describe.tool":
-                return self._describe(args)
+                return await self._describe(args, context.principal)
             case "executor.integrations.list":
                 return self._list_integrations(args)
         tool = self.tool(path)
         if tool is None:
-            return _failure("tool_not_found", f"Tool not found: {path}", {"path": path, **self._suggest(path)})
+            return _failure(
+                "tool_not_found",
+                f"Tool not found: {path}",
+                {"path": path, **await self._suggest(path, context.principal)},
+            )
         if tool.validate is not None:
             try:
                 tool.validate(args, context)
@@ -138,7 +160,7 @@ class Catalog:
 
     # -- built-ins ----------------------------------------------------------------------------------
 
-    def _search(self, args: Any) -> JsonObject:
+    async def _search(self, args: Any, principal: Principal) -> JsonObject:
         args = _options(args, "tools.search", "{ query?: string; namespace?: string; limit?: number; offset?: number }")
         query, namespace = args.get("query"), args.get("namespace")
         if query is not None and not isinstance(query, str):
@@ -146,7 +168,10 @@ class Catalog:
         if namespace is not None and not isinstance(namespace, str):
             raise ToolThrow("tools.search namespace must be a string when provided")
         limit, offset = _paging("tools.search", args)
-        page = ranking.search(self._entries, query or "", namespace, limit, offset)
+        try:
+            page = await self._ranked(principal, query or "", namespace, limit, offset)
+        except ranking.QueryTooLarge as refused:
+            raise ToolThrow(f"tools.search {refused}") from None
         items = [
             {
                 "path": entry.path,
@@ -159,7 +184,7 @@ class Catalog:
         ]
         return {"items": items, "total": page.total, "hasMore": page.has_more, "nextOffset": page.next_offset}
 
-    def _describe(self, args: Any) -> JsonObject:
+    async def _describe(self, args: Any, principal: Principal) -> JsonObject:
         if not isinstance(args, dict):
             raise ToolThrow("tools.describe.tool expects an object: { path: string }")
         if "includeSchemas" in args:
@@ -167,6 +192,8 @@ class Catalog:
         path = args.get("path")
         if not isinstance(path, str) or not path:
             raise ToolThrow("describe.tool requires a path")
+        if len(path) > MAX_PATH_LENGTH:
+            raise ToolThrow(f"tools.describe.tool path must be at most {MAX_PATH_LENGTH} characters (got {len(path)})")
         path = path.removeprefix("tools.")
         builtin = _BUILTINS.get(path)
         if builtin is not None:
@@ -181,7 +208,7 @@ class Catalog:
         tool = self.tool(path)
         if tool is None:
             error: JsonObject = {"code": "tool_not_found", "message": f"Tool not found: {path}"}
-            error.update(self._suggest(path))
+            error.update(await self._suggest(path, principal))
             return {"path": path, "name": path, "error": error}
         described: JsonObject = {"path": tool.id, "name": tool.name, "description": tool.description}
         if tool.input_schema.get("properties"):
@@ -194,12 +221,16 @@ class Catalog:
         args = _options(args, "tools.executor.integrations.list", "{ query?: string; limit?: number; offset?: number }")
         query = args.get("query")
         limit, offset = _paging("tools.executor.integrations.list", args)
+        if isinstance(query, str) and len(query) > MAX_INTEGRATIONS_QUERY_LENGTH:
+            raise ToolThrow(
+                "tools.executor.integrations.list query must be at most "
+                f"{MAX_INTEGRATIONS_QUERY_LENGTH} characters (got {len(query)})"
+            )
+        wanted = ranking.normalize(query) if isinstance(query, str) and query.strip() else None
         matching = [
             integration
-            for integration in self.integrations
-            if not isinstance(query, str)
-            or not query.strip()
-            or ranking.normalize(query) in ranking.normalize(f"{integration.slug} {integration.name}")
+            for integration, text in zip(self.integrations, self._integration_texts, strict=True)
+            if wanted is None or wanted in text
         ]
         page = matching[offset : offset + limit]
         consumed = offset + len(page)
@@ -223,14 +254,63 @@ class Catalog:
             "nextOffset": consumed if has_more else None,
         }
 
-    def _suggest(self, path: str) -> JsonObject:
-        """Up to five likely paths: the leaf name searched within the first segment, else everywhere."""
+    async def _suggest(self, path: str, principal: Principal) -> JsonObject:
+        """Up to five likely paths: the leaf name searched within the first segment, else everywhere.
+
+        A path too large to be a tool's (or whose leaf is past the search bounds) gets no suggestions.
+        """
+        if len(path) > MAX_PATH_LENGTH:
+            return {}
         segments = path.removeprefix("tools.").split(".")
         leaf = segments[-1]
-        found = ranking.search(self._entries, leaf, segments[0], MAX_SUGGESTIONS, 0).items
-        if not found:
-            found = ranking.search(self._entries, leaf, None, MAX_SUGGESTIONS, 0).items
+        found: list[tuple[ranking.Entry, int]] = []
+        for namespace in (segments[0], None):
+            try:
+                found = (await self._ranked(principal, leaf, namespace, MAX_SUGGESTIONS, 0)).items
+            except ranking.QueryTooLarge:
+                continue
+            if found:
+                break
         return {"suggestions": [entry.path for entry, _ in found]} if found else {}
+
+    async def _ranked(
+        self, principal: Principal, query: str, namespace: str | None, limit: int, offset: int
+    ) -> ranking.Page:
+        """One search on the catalog's index, built on first use; large catalogs work in a worker thread."""
+        threaded = len(self._entries) >= THREADED_SEARCH_ENTRIES
+        if self._index is None:
+            async with self._indexing:
+                if self._index is None:
+                    if threaded:
+                        async with self._threaded:
+                            self._index = await trio.to_thread.run_sync(ranking.SearchIndex, self._entries)
+                    else:
+                        self._index = ranking.SearchIndex(self._entries)
+        index = self._index
+        if not threaded:
+            return index.search(query, namespace, limit, offset)
+        ranking.check_query(query, namespace)  # a refusal needs no thread
+        async with self._turn(principal), self._threaded:
+            return await trio.to_thread.run_sync(index.search, query, namespace, limit, offset)
+
+    @asynccontextmanager
+    async def _turn(self, principal: Principal) -> AsyncIterator[None]:
+        """The account's turn at the search thread; its queue exists only while someone waits in it."""
+        turns = self._turns.setdefault(principal, _Turns())
+        turns.waiting += 1
+        try:
+            async with turns.lock:
+                yield
+        finally:
+            turns.waiting -= 1
+            if not turns.waiting:
+                del self._turns[principal]
+
+
+@attrs.define
+class _Turns:
+    lock: trio.Lock = attrs.Factory(trio.Lock)
+    waiting: int = 0
 
 
 def _options(args: Any, tool: str, shape: str) -> JsonObject:

@@ -3,12 +3,25 @@ answering `{ok, data}` or `{ok: false, error}` (contract §4)."""
 
 from typing import Any
 
+import attrs
 import pytest
+import trio
+import trio.testing
 
-from executor_mcp.tools.catalog import TOOL_DEFINITIONS, Catalog, Integration, StaticTool
+from executor_mcp.storage.records import Owner
+from executor_mcp.tools.catalog import (
+    MAX_INTEGRATIONS_QUERY_LENGTH,
+    MAX_PATH_LENGTH,
+    THREADED_SEARCH_ENTRIES,
+    TOOL_DEFINITIONS,
+    Catalog,
+    Integration,
+    StaticTool,
+)
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.tools.errors import ToolThrow
+from executor_mcp.tools.search import MAX_NAMESPACE_LENGTH, MAX_QUERY_LENGTH, MAX_QUERY_WORDS, Entry, SearchIndex
 
 CORE_TOOL = "executor.coreTools.integrations.list"
 SEARCH_SHAPE = "{ query?: string; namespace?: string; limit?: number; offset?: number }"
@@ -309,3 +322,153 @@ async def test_unknown_path_near_a_tool_carries_suggestions(context: CallContext
         },
     }
     assert suggestions[0] == CORE_TOOL
+
+
+# -- bounds on what sandboxed code sends (issue 9, item 17) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "args", "message"),
+    [
+        (
+            "search",
+            {"query": "zz " * 100_000},
+            f"tools.search query must be at most {MAX_QUERY_LENGTH} characters (got 300000)",
+        ),
+        (
+            "search",
+            {"query": "list " * (MAX_QUERY_WORDS + 1)},
+            f"tools.search query must be at most {MAX_QUERY_WORDS} words (got {MAX_QUERY_WORDS + 1})",
+        ),
+        (
+            "search",
+            {"query": "", "namespace": "n" * (MAX_NAMESPACE_LENGTH + 1)},
+            f"tools.search namespace must be at most {MAX_NAMESPACE_LENGTH} characters "
+            f"(got {MAX_NAMESPACE_LENGTH + 1})",
+        ),
+        (
+            "describe.tool",
+            {"path": "p" * (MAX_PATH_LENGTH + 1)},
+            f"tools.describe.tool path must be at most {MAX_PATH_LENGTH} characters (got {MAX_PATH_LENGTH + 1})",
+        ),
+        (
+            "executor.integrations.list",
+            {"query": "q" * (MAX_INTEGRATIONS_QUERY_LENGTH + 1)},
+            "tools.executor.integrations.list query must be at most "
+            f"{MAX_INTEGRATIONS_QUERY_LENGTH} characters (got {MAX_INTEGRATIONS_QUERY_LENGTH + 1})",
+        ),
+    ],
+)
+async def test_oversized_arguments_throw_a_message_naming_the_bound(
+    path: str, args: Any, message: str, context: CallContext
+) -> None:
+    with pytest.raises(ToolThrow) as raised:
+        await demo_catalog().invoke(path, args, context)
+    assert str(raised.value) == message
+
+
+async def test_arguments_at_the_bounds_are_served(context: CallContext) -> None:
+    catalog = demo_catalog()
+    query = " ".join(["demo", "alpha", *["tool"] * (MAX_QUERY_WORDS - 2)])
+    found = await catalog.invoke("search", {"query": query, "namespace": "demo"}, context)
+    assert found["items"][0]["path"] == "demo.alpha"
+    described = await catalog.invoke("describe.tool", {"path": "demo." + "x" * (MAX_PATH_LENGTH - 5)}, context)
+    assert described["error"]["code"] == "tool_not_found"
+    listed = await catalog.invoke("executor.integrations.list", {"query": "d" * MAX_INTEGRATIONS_QUERY_LENGTH}, context)
+    assert listed["total"] == 0
+
+
+async def test_a_path_past_the_bounds_is_not_found_without_suggestions(context: CallContext) -> None:
+    catalog = demo_catalog()
+    huge = "demo." + "alphaBeta" * 100_000
+    answer = await catalog.invoke(huge, {}, context)
+    assert answer["error"]["code"] == "tool_not_found"
+    assert answer["error"]["details"] == {"path": huge}
+    many_words = "demo." + "alpha_beta_" * 20  # within the path bound, past the search's word bound
+    assert "suggestions" not in (await catalog.invoke("describe.tool", {"path": many_words}, context))["error"]
+    near = await catalog.invoke("describe.tool", {"path": "demo.alphaa"}, context)
+    assert near["error"]["suggestions"] == ["demo.alpha"]
+
+
+# -- large catalogs ------------------------------------------------------------------------------------
+
+
+def large_catalog(size: int) -> Catalog:
+    verbs, nouns = ["get", "list", "create", "update", "delete"], ["issue", "repo", "team", "user", "hook", "run"]
+
+    def numbered(index: int) -> StaticTool:
+        verb, noun = verbs[index % len(verbs)], nouns[index // len(verbs) % len(nouns)]
+        name = f"{noun}s.{verb}{noun.capitalize()}{index}"
+        return StaticTool(f"big.{name}", "big", name, f"{verb.capitalize()} a {noun} of the account", {}, {}, echo)
+
+    return Catalog([Integration("big", "Big", "Many tools", "openapi", tuple(numbered(i) for i in range(size)))])
+
+
+async def test_a_large_catalog_is_searched_off_the_event_loop(context: CallContext) -> None:
+    size = 4_000  # large enough that five of its costliest searches take far longer than a tick
+    assert size >= THREADED_SEARCH_ENTRIES
+    catalog = large_catalog(size)
+    costly = {"query": " ".join("aeiounrst" * 3), "limit": 50}  # short words that nearly every entry holds
+    warm = await catalog.invoke("search", costly, context)  # builds the index
+    assert warm["total"] == size
+    entries = [(tool.id, tool.name, tool.integration, tool.description) for tool in catalog.integrations[0].tools]
+    expected = SearchIndex([Entry(*fields) for fields in entries]).search(costly["query"], None, 50, 0)
+    assert [(item["path"], item["score"]) for item in warm["items"]] == [
+        (entry.path, points) for entry, points in expected.items
+    ]
+
+    ticks_while_searching = 0
+    searching, done = False, trio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks_while_searching
+        while not done.is_set():
+            await trio.sleep(0.001)
+            if searching and not done.is_set():
+                ticks_while_searching += 1
+
+    async def search() -> None:
+        nonlocal searching
+        searching = True
+        for _ in range(5):
+            await catalog.invoke("search", costly, context)
+        done.set()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)
+            nursery.start_soon(search)
+    assert ticks_while_searching >= 2  # the loop kept running other tasks; inline, it could not tick at all
+
+
+async def test_a_flood_of_searches_waits_behind_its_own_author(context: CallContext) -> None:
+    catalog = large_catalog(2_000)
+    costly = {"query": " ".join("aeiounrst" * 3)}
+    await catalog.invoke("search", costly, context)  # builds the index
+    flooder = attrs.evolve(context, principal=Owner(account_id="flooder", org_id="acme"))
+    neighbour = attrs.evolve(context, principal=Owner(account_id="neighbour", org_id="acme"))
+    flood_done = 0
+    done_when_neighbour_answered: int | None = None
+
+    async def flood() -> None:
+        nonlocal flood_done
+        await catalog.invoke("search", costly, flooder)
+        flood_done += 1
+
+    async def neighbour_search() -> None:
+        nonlocal done_when_neighbour_answered
+        found = await catalog.invoke("search", {"query": "delete hook"}, neighbour)
+        assert found["total"] > 0
+        done_when_neighbour_answered = flood_done
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(flood)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(neighbour_search)
+    assert flood_done == 8
+    # Behind the one running and at most one more of the flood's; in one shared queue it would wait for all 8.
+    assert done_when_neighbour_answered is not None
+    assert done_when_neighbour_answered <= 2
+    assert not catalog._turns  # a queue lives only while someone waits in it

@@ -1,8 +1,24 @@
 """Ranking for `tools.search`, against upstream's algorithm (contract §4, "Search algorithm")."""
 
-import pytest
+import re
 
-from executor_mcp.tools.search import Entry, Page, normalize, score, search, tokens
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from executor_mcp.tools.search import (
+    MAX_NAMESPACE_LENGTH,
+    MAX_QUERY_LENGTH,
+    MAX_QUERY_WORDS,
+    Entry,
+    Page,
+    QueryTooLarge,
+    SearchIndex,
+    normalize,
+    score,
+    search,
+    tokens,
+)
 
 CREATE = Entry("github.issues.create", "issues.create", "github", "Create an issue in a repository")
 LIST = Entry("github.issues.list", "issues.list", "github", "List issues")
@@ -168,3 +184,179 @@ def test_paging_a_ranked_query() -> None:
 
 def test_offset_past_the_end_is_an_empty_last_page() -> None:
     assert search(ENTRIES, "issues", None, 2, 10) == Page(items=[], total=3, has_more=False, next_offset=None)
+
+
+# -- the index against a straightforward reference -----------------------------------------------------
+#
+# Upstream's algorithm as written in the contract, scanning every field of every entry per call: the
+# index must rank exactly like it (items, scores, order, total and paging) on any catalog and query.
+
+_REFERENCE_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_REFERENCE_SEPARATORS = re.compile(r"[_./:\-]+")
+_REFERENCE_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def reference_normalize(text: str) -> str:
+    return _REFERENCE_SEPARATORS.sub(" ", _REFERENCE_CAMEL.sub(r"\1 \2", text)).lower().strip()
+
+
+def reference_tokens(text: str) -> list[str]:
+    return _REFERENCE_TOKEN.findall(reference_normalize(text))
+
+
+def reference_field(field: str, query: str, query_tokens: list[str], weight: int) -> tuple[int, set[str], bool]:
+    normalized = reference_normalize(field)
+    points, phrase = 0, False
+    if normalized == query:
+        points, phrase = 14 * weight, True
+    elif normalized.startswith(query):
+        points, phrase = 9 * weight, True
+    elif query in normalized:
+        points, phrase = 6 * weight, True
+    field_tokens = _REFERENCE_TOKEN.findall(normalized)
+    matched = set()
+    for token in query_tokens:
+        if token in field_tokens:
+            points += 4 * weight
+        elif any(t.startswith(token) or token.startswith(t) for t in field_tokens):
+            points += 2 * weight
+        elif token in normalized:
+            points += weight
+        else:
+            continue
+        matched.add(token)
+    return points, matched, phrase
+
+
+def reference_score(entry: Entry, query: str) -> int | None:
+    query = reference_normalize(query)
+    query_tokens = _REFERENCE_TOKEN.findall(query)
+    if not query_tokens:
+        return None
+    total, matched, phrase = 0, set(), False
+    for field, weight in (("path", 12), ("integration", 8), ("name", 10), ("description", 5)):
+        value = getattr(entry, field)
+        if value:
+            points, field_matched, field_phrase = reference_field(value, query, query_tokens, weight)
+            total, matched, phrase = total + points, matched | field_matched, phrase or field_phrase
+    coverage = len(matched) / len(set(query_tokens))
+    if coverage < (1.0 if len(query_tokens) <= 2 else 0.6) and not phrase:
+        return None
+    total += 25 if coverage == 1 else round(coverage * 10)
+    if [query_tokens[0]] in [reference_tokens(entry.path)[:1], reference_tokens(entry.name)[:1]]:
+        total += 8
+    if query in (reference_normalize(entry.path), reference_normalize(entry.name)):
+        total += 20
+    return total
+
+
+def reference_search(entries: list[Entry], query: str, namespace: str | None, limit: int, offset: int) -> Page:
+    query = query.strip()
+    if not query and not namespace:
+        return Page(items=[], total=0, has_more=False, next_offset=None)
+    if not query:
+        wanted = (namespace or "").strip()
+        ranked = [(entry, 0) for entry in sorted(entries, key=lambda e: e.path) if entry.integration == wanted]
+    else:
+        candidates = entries
+        if namespace:
+            space = reference_tokens(namespace)
+            candidates = [
+                e
+                for e in entries
+                if reference_tokens(e.integration)[: len(space)] == space
+                or reference_tokens(e.path)[: len(space)] == space
+            ]
+        scored = [(entry, s) for entry in candidates if (s := reference_score(entry, query)) is not None]
+        ranked = sorted(scored, key=lambda pair: (-pair[1], pair[0].path))
+    page = ranked[offset : offset + limit]
+    consumed = offset + len(page)
+    has_more = consumed < len(ranked)
+    return Page(items=page, total=len(ranked), has_more=has_more, next_offset=consumed if has_more else None)
+
+
+# Words that overlap as prefixes and substrings of each other, so every match level occurs often.
+WORDS = ["get", "getter", "target", "list", "lists", "issue", "issues", "repo", "repository", "a", "an", "e"]
+WORDS += ["in", "ing", "create", "v2", "id", "x", "pull", "request", "zz"]
+word = st.sampled_from(WORDS)
+cased = st.builds(lambda w, upper: w.capitalize() if upper else w, word, st.booleans())
+separator = st.sampled_from([" ", ".", "_", "-", "/", ":", "", ". ", "--", "(", "!"])
+phrase = st.builds(
+    lambda first, rest: first + "".join(sep + w for sep, w in rest),
+    cased,
+    st.lists(st.tuples(separator, cased), max_size=4),
+)
+text = phrase | st.text(max_size=12)
+entry = st.builds(Entry, path=phrase, name=phrase, integration=st.sampled_from(["github", "gitlab", "git", "a.b", ""]))
+entry_with_description = st.builds(
+    Entry, path=phrase, name=phrase, integration=st.sampled_from(["github", "gitlab", "git"]), description=text
+)
+catalogs = st.lists(entry | entry_with_description, max_size=12)
+queries = phrase | text | st.builds(lambda w, n: " ".join([w] * n), word, st.integers(1, 4))
+namespaces = st.none() | st.sampled_from(["github", " github ", "git", "a", "a.b", "", "  ", "..."]) | phrase
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    catalog=catalogs,
+    query=queries,
+    namespace=namespaces,
+    limit=st.integers(1, 5),
+    offset=st.integers(0, 6),
+)
+def test_the_index_ranks_exactly_like_the_reference(
+    catalog: list[Entry], query: str, namespace: str | None, limit: int, offset: int
+) -> None:
+    index = SearchIndex(catalog)
+    assert index.search(query, namespace, limit, offset) == reference_search(catalog, query, namespace, limit, offset)
+    assert normalize(query) == reference_normalize(query)
+
+
+@settings(max_examples=100, deadline=None)
+@given(catalog=catalogs, query=queries)
+def test_one_index_answers_many_queries_like_the_reference(catalog: list[Entry], query: str) -> None:
+    index = SearchIndex(catalog)
+    for variant in (query, query.upper(), f"{query} {query}", query[: len(query) // 2]):
+        assert index.search(variant, None, 20, 0) == reference_search(catalog, variant, None, 20, 0)
+
+
+# -- bounds --------------------------------------------------------------------------------------------
+
+
+def test_a_query_past_its_length_is_refused_before_any_work() -> None:
+    index = SearchIndex(ENTRIES)
+    assert index.search("x" * MAX_QUERY_LENGTH, None, 12, 0).total == 0
+    with pytest.raises(QueryTooLarge) as raised:
+        index.search("zz " * 100_000, None, 12, 0)
+    assert str(raised.value) == f"query must be at most {MAX_QUERY_LENGTH} characters (got 300000)"
+
+
+def test_a_query_past_its_word_count_is_refused() -> None:
+    index = SearchIndex(ENTRIES)
+    assert [entry.path for entry, _ in index.search("issues " * MAX_QUERY_WORDS, "github", 12, 0).items] == [
+        "github.issues.list",
+        "github.issues.create",
+    ]
+    with pytest.raises(QueryTooLarge) as raised:
+        index.search("issues " * (MAX_QUERY_WORDS + 1), None, 12, 0)
+    assert str(raised.value) == f"query must be at most {MAX_QUERY_WORDS} words (got {MAX_QUERY_WORDS + 1})"
+    with pytest.raises(QueryTooLarge):
+        index.search("fooBar." * 17, None, 12, 0)  # camelCase parts count as words
+
+
+def test_a_namespace_past_its_length_is_refused_also_for_enumeration() -> None:
+    index = SearchIndex(ENTRIES)
+    for query in ("", "issues"):
+        with pytest.raises(QueryTooLarge) as raised:
+            index.search(query, "g" * (MAX_NAMESPACE_LENGTH + 1), 12, 0)
+        assert str(raised.value) == (
+            f"namespace must be at most {MAX_NAMESPACE_LENGTH} characters (got {MAX_NAMESPACE_LENGTH + 1})"
+        )
+
+
+def test_repeating_a_word_scores_every_repetition() -> None:
+    once, thrice = score(CREATE, "create issues zz"), score(CREATE, "create create create issues zz")
+    assert once is not None
+    assert thrice is not None
+    assert thrice > once
+    assert thrice == reference_score(CREATE, "create create create issues zz")
