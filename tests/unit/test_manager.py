@@ -187,7 +187,7 @@ async def test_a_shutdown_during_a_restore_is_a_restart_not_a_failure(
             assert said == b"held\n"
             async with trio.open_nursery() as racers:
                 racers.start_soon(request)
-                await trio.sleep(0.3)  # the restore is now waiting for the write lock
+                await trio.sleep(0.5)  # the restore is now waiting for the write lock
                 racers.start_soon(second.shutdown, 0)
                 await trio.sleep(0.2)
                 await holder.stdin.send_all(b"release\n")
