@@ -3,7 +3,9 @@
 LMDB is multi-process.
 
 Each opens the control plane, does one thing, closes it; the server sees the change on its next read
-(an org revocation on the org's next request, a key revocation on the key's next use).
+(a key revocation on the key's next use). Revoking an organization and terminating a session also
+leave a request that a running server picks up within a second, so the org's live sessions and their
+executions end there too, not only on their next request.
 """
 
 import json
@@ -53,7 +55,10 @@ async def orgs_list(data_dir: Path) -> int:
 
 async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
     async with _control_plane(data_dir) as control:
-        await control.set_org_revoked(org_id, revoked, time.time())
+        if revoked:
+            await control.request_revocation(org_id, time.time())
+        else:
+            await control.set_org_revoked(org_id, False, time.time())
     print(f"{'revoked' if revoked else 'restored'} organization {org_id}", file=sys.stderr)
     return 0
 

@@ -6,8 +6,9 @@ an API key. Then the organization must be present and not revoked in the control
 (read on every request, so `executor-mcp orgs revoke` takes effect at once on a running server).
 
 Refusals, as upstream §1.5: no bearer 401 with a bare challenge; a bad bearer 401 `invalid_token`; no
-or revoked organization 403 (`Forbidden`, carrying the verified account so the caller can condemn that
-account's own session); verification impossible right now 503, which never condemns anything.
+or revoked organization 403 (`Forbidden`, carrying the verified account and the organization it named,
+so the caller can condemn that owner's own session and no one else's); verification impossible right
+now 503, which never condemns anything.
 
 Org admins: with `--org-admin-claim NAME=VALUE` only a JWT whose claim NAME is VALUE (or a list holding
 VALUE) and an API key created with `--admin` may change the org's rules; without it every member may.
@@ -35,9 +36,9 @@ LOCAL_PRINCIPAL = Principal(account_id="local", org_id="local", org_admin=True)
 class Forbidden(Refused):
     """Verified, but without a live organization: 403, and grounds to condemn this account's session."""
 
-    def __init__(self, account_id: str) -> None:
+    def __init__(self, owner: Owner) -> None:
         super().__init__(Refusal.NO_ORGANIZATION)
-        self.account_id = account_id
+        self.owner = owner
 
 
 class Authenticator(Protocol):
@@ -78,7 +79,7 @@ class BearerAuth:
             else:
                 account, org, admin = await self._api_key(token)
             if not org or not await self._org_is_live(org):
-                raise Forbidden(account)
+                raise Forbidden(Principal(account_id=account, org_id=org or None))
         except InvalidToken as exc:
             raise self._invalid(str(exc)) from None
         except Unavailable:

@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from executor_mcp.background import retrying
 from executor_mcp.sandbox.protocol import FrameDecoder, FrameError, encode
 from executor_mcp.sandbox.slots import FairSlots
 
@@ -137,7 +138,7 @@ class WorkerPool:
             self._nursery.start_soon(self._add_spare)
 
     async def _add_spare(self) -> None:
-        worker = await self._start()
+        worker = await retrying("starting a spare sandbox worker", self._start)
         if len(self._idle) < self._spares:
             self._idle.append(worker)
         else:

@@ -20,17 +20,26 @@ this process is always in exactly one of these states:
 The same table answers two questions, which is what keeps the protocol vocabulary consistent:
 a request *arriving* in a state, and a request *in flight* when the runtime's scope exits in that
 state, get the same refusal. Everything else in the code asks this module rather than comparing
-states itself; an event that the table does not list for a state is a bug and raises.
+states itself: what an event does in the current state, whether a request is served, whether the
+runtime's end wipes the file or keeps its answers. An event that the table does not list for a state
+is a bug and raises.
+
+Work runs concurrently with the events that end it, so news can arrive late: a restore that finishes
+after a shutdown or a condemnation began, a runtime that ends after being told to. The table lists
+those pairs too, as no-ops (the first verdict stands), so a shutdown during a restore is an ordinary
+entry rather than an error.
 
     DISPOSED  --restore-->        RESTORING
     RESTORING --restored-->       LIVE
-    RESTORING --restore_failed--> DISPOSED        (the next request tries again)
     RESTORING --vanished-->       WIPED           (no directory entry or file: never existed here)
-    LIVE      --fault-->          DISPOSED        (the runtime died; the stored session is intact)
     LIVE      --idle-->           DISPOSED        (idle past its leases; the stored session is intact)
+    RESTORING | LIVE --exited-->  DISPOSED        (the restore failed, or the runtime died: retry later)
     DISPOSED | RESTORING | LIVE --condemn-->  CONDEMNED
     CONDEMNED --wiped-->          WIPED
     DISPOSED | RESTORING | LIVE --shutdown--> RESTARTING
+
+    late news, no change: restored, vanished, condemn, idle, exited and shutdown in CONDEMNED and
+    RESTARTING; exited in DISPOSED (after idle) and WIPED (after vanished); shutdown in WIPED.
 """
 
 import enum
@@ -52,27 +61,34 @@ class State(enum.Enum):
 class Event(enum.Enum):
     RESTORE = "restore"
     RESTORED = "restored"
-    RESTORE_FAILED = "restore_failed"
     VANISHED = "vanished"
-    FAULT = "fault"
     IDLE = "idle"
+    EXITED = "exited"  # the runtime's scope has exited, whatever ended it
     CONDEMN = "condemn"
     WIPED = "wiped"
     SHUTDOWN = "shutdown"
 
 
 _RUNNABLE = (State.DISPOSED, State.RESTORING, State.LIVE)
+# Ended for this process whatever else happens: later news changes nothing (the wipe or the next
+# process finishes what the verdict began).
+_SETTLED = (State.CONDEMNED, State.RESTARTING)
+_LATE_NEWS = (Event.RESTORED, Event.VANISHED, Event.CONDEMN, Event.IDLE, Event.EXITED, Event.SHUTDOWN)
 
 TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.DISPOSED, Event.RESTORE): State.RESTORING,
     (State.RESTORING, Event.RESTORED): State.LIVE,
-    (State.RESTORING, Event.RESTORE_FAILED): State.DISPOSED,
     (State.RESTORING, Event.VANISHED): State.WIPED,
-    (State.LIVE, Event.FAULT): State.DISPOSED,
     (State.LIVE, Event.IDLE): State.DISPOSED,
+    (State.RESTORING, Event.EXITED): State.DISPOSED,
+    (State.LIVE, Event.EXITED): State.DISPOSED,
+    (State.DISPOSED, Event.EXITED): State.DISPOSED,
     **{(state, Event.CONDEMN): State.CONDEMNED for state in _RUNNABLE},
     (State.CONDEMNED, Event.WIPED): State.WIPED,
     **{(state, Event.SHUTDOWN): State.RESTARTING for state in _RUNNABLE},
+    **{(state, event): state for state in _SETTLED for event in _LATE_NEWS},
+    (State.WIPED, Event.EXITED): State.WIPED,
+    (State.WIPED, Event.SHUTDOWN): State.WIPED,
 }
 
 # What a request gets in each state where it cannot be served; None means "serve, or restore first".
@@ -84,6 +100,9 @@ REFUSALS: dict[State, Refusal | None] = {
     State.WIPED: Refusal.SESSION_NOT_FOUND,
     State.RESTARTING: Refusal.RESTARTING,
 }
+
+# States whose stored session outlives the runtime's end: its undelivered answers are written down.
+_STORED_AFTER_EXIT = frozenset({State.DISPOSED, State.RESTARTING})
 
 
 class IllegalTransition(RuntimeError):
@@ -105,6 +124,31 @@ class Lifecycle:
 
     def can(self, event: Event) -> bool:
         return (self.state, event) in TRANSITIONS
+
+    @property
+    def serving(self) -> bool:
+        """Requests are served by the runtime now."""
+        return self.state is State.LIVE
+
+    @property
+    def needs_restore(self) -> bool:
+        """A request must restore the runtime before it can be served."""
+        return self.can(Event.RESTORE)
+
+    @property
+    def wipes_on_exit(self) -> bool:
+        """The runtime's end removes the session's file and directory entry."""
+        return self.state is State.CONDEMNED
+
+    @property
+    def keeps_answers_on_exit(self) -> bool:
+        """The runtime's end leaves the session stored: answers not yet delivered go to its file."""
+        return self.state in _STORED_AFTER_EXIT
+
+    @property
+    def outlives_runtime(self) -> bool:
+        """The handle stays after the runtime ended, answering for the rest of this process."""
+        return self.state is State.RESTARTING
 
     @property
     def refusal(self) -> Refusal | None:

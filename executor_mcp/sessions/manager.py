@@ -19,9 +19,10 @@ from pathlib import Path
 import attrs
 import trio
 
+from executor_mcp.background import forever, once
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
-from executor_mcp.sessions.lifecycle import Event, IdlePolicy, State, idle_verdict
+from executor_mcp.sessions.lifecycle import Event, IdlePolicy, idle_verdict
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
@@ -34,10 +35,12 @@ log = logging.getLogger(__name__)
 SESSIONS_DIR = "sessions"
 # In-memory activity is exact; the stored copy (for retention and cross-restart ordering) is coarser.
 ACTIVITY_PERSIST_INTERVAL = 5.0
-# How often admin termination requests are looked for (the teardown bound is 3 s).
-TERMINATION_POLL = 1.0
+# How often admin requests (session terminations, org revocations) are looked for; teardown bound 3 s.
+ADMIN_POLL = 1.0
 # Bound on waiting for session tasks to finish their exit handling at shutdown.
 EXIT_HANDLING_BOUND = 5.0
+# Bound on writing a runtime's undelivered answers to its file as it ends.
+WRITE_DOWN_BOUND = 2.0
 
 
 SESSION_ID_LENGTH = 64
@@ -85,12 +88,12 @@ class SessionManager:
         self.draining = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self._finish_condemned()
+        await self._recover()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._serve_termination_requests)
+            nursery.start_soon(forever, "serving admin requests", self._serve_admin_requests, ADMIN_POLL)
             task_status.started()
-            await self._sweep_forever()
+            await forever("sweeping sessions past retention", self._sweep, self._sweep_interval)
 
     # -- entry points -------------------------------------------------------------------------------
 
@@ -117,19 +120,26 @@ class SessionManager:
             created_at=now,
             elicitation_mode=elicitation_mode,
         )
+        # Known (restoring) before anything is written, so a shutdown meanwhile ends it like any other.
+        session = self._sessions[session_id] = Session(session_id)
+        session.lifecycle.fire(Event.RESTORE)
         # Shielded: a client that hangs up mid-initialize must not leave an environment open. The file
-        # comes first, so a directory entry never points at a session with no file.
+        # comes first, whole, so a directory entry never points at a session with no (or half a) file.
         record = SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now)
         with trio.CancelScope(shield=True):
-            file = await SessionFile.create(self._path(session_id), meta, initialize_request)
             try:
-                await self._control.put_session(record)
+                file = await SessionFile.create(self._path(session_id), meta, initialize_request)
+                try:
+                    await self._control.put_session(record)
+                except BaseException:
+                    await file.close()
+                    await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
+                    raise
             except BaseException:
-                await file.close()
+                del self._sessions[session_id]
+                session.stopped.set()
                 raise
         # The new session starts from what was just written instead of reading it back.
-        session = self._sessions[session_id] = Session(session_id)
-        session.begin_restore()
         self._spawn(session, Opened(record, file, meta))
         return await self.acquire(session_id, owner, resource)
 
@@ -152,16 +162,17 @@ class SessionManager:
         before the runtime is cancelled, keeps it dead across a crash until the wipe is done."""
         session.lifecycle.fire(Event.CONDEMN)
         try:
-            with trio.CancelScope(shield=True):
-                await self._control.update_session(session.id, condemned=True)
+            if session.lifecycle.wipes_on_exit:
+                with trio.CancelScope(shield=True):
+                    await self._control.update_session(session.id, condemned=True)
         finally:
             session.scope.cancel()
 
-    async def evict(self, session_id: str, *, owned_by: str | None = None) -> None:
+    async def evict(self, session_id: str, *, owned_by: Owner | None = None) -> None:
         """End a session through the condemnation path, whatever state it is in (cap, retention, admin,
-        a revoked organization). With `owned_by`, only if that account owns it: a stranger refused for
-        having no live organization must never destroy someone else's session by sending its id.
-        Anything else (unknown id, already dead, restarting) is left as it is."""
+        a revoked organization). With `owned_by`, only if that owner (account within its organization)
+        has it: a caller refused for having no live organization must never destroy anyone else's
+        session by sending its id. Anything else (unknown id, already dead, restarting) is left as it is."""
         if not is_session_id(session_id):
             return
         try:
@@ -169,8 +180,7 @@ class SessionManager:
         except Refused:
             return
         record = session.record
-        owned = owned_by is None or (record is not None and record.owner.account_id == owned_by)
-        if owned and session.state is State.LIVE:
+        if owned_by is None or (record is not None and record.owner == owned_by):
             await self.terminate(session)
 
     async def shutdown(self, grace: float) -> None:
@@ -179,11 +189,11 @@ class SessionManager:
         with trio.move_on_after(grace):
             for session in list(self._sessions.values()):
                 await session.drained()
-        running = [s for s in self._sessions.values() if s.lifecycle.can(Event.SHUTDOWN)]
-        for session in running:
+        ending = list(self._sessions.values())
+        for session in ending:
             session.end(Event.SHUTDOWN)
         with trio.move_on_after(EXIT_HANDLING_BOUND):
-            for session in running:
+            for session in ending:
                 await session.stopped.wait()
 
     # -- internals ----------------------------------------------------------------------------------
@@ -198,27 +208,27 @@ class SessionManager:
             session = self._sessions.get(session_id)
             if session is None:
                 session = self._sessions[session_id] = Session(session_id)
-            if session.state is State.DISPOSED and session.spawned:
-                # Its runtime is still being disposed of (closing the file): restore only after that.
-                await session.stopped.wait()
-                continue
-            break
-        refusal = session.lifecycle.refusal
-        if refusal is not None:
-            raise Refused(refusal)
-        if session.state is State.LIVE:
+            if not session.disposing:
+                break
+            await session.stopped.wait()  # restore only once the disposal closed the file
+        if self._serving(session):
             return session
-        if session.state is State.DISPOSED:
-            session.begin_restore()
+        if session.lifecycle.needs_restore:
+            session.lifecycle.fire(Event.RESTORE)
             self._spawn(session)
         await session.settled.wait()
-        refusal = session.lifecycle.refusal
-        if refusal is not None:
-            raise Refused(refusal)
-        if session.state is State.LIVE:
+        if self._serving(session):
             return session
         # The restore we waited on failed (it is logged). Don't spin: the next request retries.
         raise Refused(Refusal.INTERNAL)
+
+    @staticmethod
+    def _serving(session: Session) -> bool:
+        """Whether the session serves requests now; raises the refusal its state prescribes instead."""
+        refusal = session.lifecycle.refusal
+        if refusal is not None:
+            raise Refused(refusal)
+        return session.lifecycle.serving
 
     def _spawn(self, session: Session, opened: Opened | None = None) -> None:
         if self._nursery is None:
@@ -258,39 +268,47 @@ class SessionManager:
         if record.condemned:
             session.lifecycle.fire(Event.CONDEMN)
             return None
+        file = None
         try:
             file = await SessionFile.open(self._path(session.id))
+            return Opened(record, file, await file.meta())
         except MissingSessionFile:
-            log.warning("session %s is in the directory but has no file; removing it", session.id)
-            await self._control.delete_session(session.id)
+            log.warning("session %s is in the directory but has no complete file; removing it", session.id)
+            with trio.CancelScope(shield=True):
+                if file is not None:
+                    await file.close()
+                await self._wipe(session.id)
             session.lifecycle.fire(Event.VANISHED)
             return None
-        try:
-            return Opened(record, file, await file.meta())
         except BaseException:
-            with trio.CancelScope(shield=True):
-                await file.close()
+            if file is not None:
+                with trio.CancelScope(shield=True):
+                    await file.close()
             raise
 
     async def _exit(self, session: Session, file: SessionFile | None) -> None:
-        """The one place a runtime ends: answer what is in flight, close, and wipe if condemned."""
-        if session.state is State.RESTORING:
-            session.lifecycle.fire(Event.RESTORE_FAILED)
-        elif session.state is State.LIVE:
-            session.lifecycle.fire(Event.FAULT)
+        """The one place a runtime ends: answer what is in flight, write down the answers nobody has
+        collected yet, close, and wipe if condemned."""
+        session.lifecycle.fire(Event.EXITED)
         session.fail_in_flight()
+        try:
+            if file is not None and session.lifecycle.keeps_answers_on_exit:
+                with trio.move_on_after(WRITE_DOWN_BOUND):
+                    await session.write_down_kept(file)
+        except Exception:
+            log.exception("session %s: undelivered answers could not be written down", session.id)
         session.runtime = None
         session.settled.set()
         try:
             if file is not None:
                 await file.close()
-            if session.state is State.CONDEMNED:
+            if session.lifecycle.wipes_on_exit:
                 await self._wipe(session.id)
                 session.lifecycle.fire(Event.WIPED)
         except Exception:
             log.exception("session %s exit handling failed", session.id)
         finally:
-            if self._sessions.get(session.id) is session and session.state is not State.RESTARTING:
+            if self._sessions.get(session.id) is session and not session.lifecycle.outlives_runtime:
                 del self._sessions[session.id]
             session.stopped.set()
 
@@ -298,44 +316,73 @@ class SessionManager:
         await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
         await self._control.delete_session(session_id)
 
-    async def _finish_condemned(self) -> None:
-        """A crash between the condemned marker and the wipe leaves work for the next start."""
+    async def _recover(self) -> None:
+        """Finish what a crash interrupted, before serving: wipes after the condemned marker, files that
+        never got their directory entry, entries whose file is gone, and files half built."""
         for record in await self._control.sessions():
             if record.condemned:
                 await self._wipe(record.session_id)
+        listed = await self._control.session_ids()
+        stored, leftovers = await trio.to_thread.run_sync(SessionFile.scan, self._sessions_dir, is_session_id)
+        for session_id in sorted(stored - listed):
+            log.warning("session file %s has no directory entry; removing it", session_id)
+            await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
+        for session_id in sorted(listed - stored):
+            log.warning("session %s is in the directory but has no file; removing it", session_id)
+            await self._control.delete_session(session_id)
+        for path in leftovers:
+            log.info("removing %s, left over from an interrupted write", path.name)
+            await trio.to_thread.run_sync(functools.partial(path.unlink, missing_ok=True))
 
     def _activity(self, record: SessionRecord) -> float:
         live = self._sessions.get(record.session_id)
         return live.last_activity if live is not None and live.last_activity else record.last_activity_at
 
     async def _make_room(self, owner: Owner) -> None:
-        """Opening one more session than the cap allows evicts the account's least recently active."""
-        if await self._control.account_session_count(owner.account_id) < self._max_sessions:
+        """Opening one more session than the cap allows evicts the owner's least recently active."""
+        if await self._control.owner_session_count(owner) < self._max_sessions:
             return
-        mine = [record for record in await self._control.account_sessions(owner.account_id) if not record.condemned]
+        mine = [record for record in await self._control.owner_sessions(owner) if not record.condemned]
         excess = len(mine) + 1 - self._max_sessions
         for record in sorted(mine, key=self._activity)[: max(excess, 0)]:
-            log.info("session %s evicted: account %s is at its session cap", record.session_id, owner.account_id)
+            log.info(
+                "session %s evicted: account %s of org %s is at its session cap",
+                record.session_id,
+                owner.account_id,
+                owner.org_id,
+            )
             await self.evict(record.session_id)
 
-    async def _serve_termination_requests(self) -> None:
-        """`executor-mcp sessions terminate` from another process: end those sessions here too."""
-        while True:
-            for session_id in await self._control.take_termination_requests():
-                log.info("session %s terminated by an admin command", session_id)
-                await self.evict(session_id)
-            await trio.sleep(TERMINATION_POLL)
+    async def _serve_admin_requests(self) -> None:
+        """Admin commands from another process: `sessions terminate` and `orgs revoke` take effect here."""
+        for session_id in await self._control.take_termination_requests():
+            log.info("session %s terminated by an admin command", session_id)
+            await once(f"terminating session {session_id[:12]}", functools.partial(self.evict, session_id))
+        for org_id in await self._control.take_revocation_requests():
+            org = await self._control.get_org(org_id)
+            if org is not None and org.revoked:  # not restored since
+                await self._end_org(org_id)
 
-    async def _sweep_forever(self) -> None:
+    async def _end_org(self, org_id: str) -> None:
+        """A revoked organization's live sessions are condemned, which cancels their executions. Stored
+        sessions of the org are condemned when a request names them (it gets 403 first)."""
+        for session in list(self._sessions.values()):
+            record = session.record
+            if record is not None and record.owner.org_id == org_id and session.lifecycle.serving:
+                log.info("session %s condemned: organization %s was revoked", session.id, org_id)
+                await once(f"condemning session {session.id[:12]}", functools.partial(self.terminate, session))
+
+    @property
+    def _sweep_interval(self) -> float:
+        return min(self._retention / 4, 3600.0)
+
+    async def _sweep(self) -> None:
         """Wipe stored sessions idle past the retention period."""
-        interval = min(self._retention / 4, 3600.0)
-        while True:
-            await trio.sleep(interval)
-            now = self._clock()
-            for record in await self._control.sessions():
-                if not record.condemned and now - self._activity(record) > self._retention:
-                    log.info("session %s idle past retention: wiping it", record.session_id)
-                    await self.evict(record.session_id)
+        now = self._clock()
+        for record in await self._control.sessions():
+            if not record.condemned and now - self._activity(record) > self._retention:
+                log.info("session %s idle past retention: wiping it", record.session_id)
+                await once(f"wiping session {record.session_id[:12]}", functools.partial(self.evict, record.session_id))
 
     async def _watch_idle(self, session: Session) -> None:
         """Dispose of the runtime once it is idle past its leases; the session stays valid."""
@@ -367,11 +414,17 @@ class SessionManager:
         runtime = session.runtime
         if runtime is not None and now - session.persisted_activity >= ACTIVITY_PERSIST_INTERVAL:
             session.persisted_activity = now
-            runtime.nursery.start_soon(self._persist_activity, session.id, runtime.file, now)
+            runtime.nursery.start_soon(self._persist_activity, session, runtime.file, now)
 
-    async def _persist_activity(self, session_id: str, file: SessionFile, at: float) -> None:
-        await file.touch(at)
-        await self._control.update_session(session_id, last_activity_at=at)
+    async def _persist_activity(self, session: Session, file: SessionFile, at: float) -> None:
+        """Write the coarse activity copy; a failure is logged and the next activity tries again."""
+
+        async def persist() -> None:
+            await file.touch(at)
+            await self._control.update_session(session.id, last_activity_at=at)
+
+        if not await once(f"session {session.id[:12]}: persisting activity", persist):
+            session.persisted_activity = min(session.persisted_activity, at - ACTIVITY_PERSIST_INTERVAL)
 
     def _path(self, session_id: str) -> Path:
         return SessionFile.path_for(self._sessions_dir, session_id)

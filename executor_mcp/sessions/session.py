@@ -3,17 +3,23 @@
 The runtime's nursery is where every request of the session runs, so cancelling the session's scope
 cancels all of its work at once. Requests still in flight when that happens are answered by
 `fail_in_flight`, called from the one place a runtime ends (the session task's exit handling in the
-manager), with the refusal the lifecycle table gives for the state the session ended in.
+manager), with the refusal the lifecycle table gives for the state the session ended in. The keepers
+that write detached streams to the session file die with the runtime's nursery, so the exit handling
+then writes down what they had not (`write_down_kept`): a refusal added at the end is stored too.
 """
+
+import functools
 
 import attrs
 import trio
 
+from executor_mcp.background import retrying
 from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.jsonrpc import Message, Request, encode
-from executor_mcp.sessions.lifecycle import Event, Lifecycle, State
-from executor_mcp.sessions.streams import Call, Listener, Stream
+from executor_mcp.sessions.lifecycle import Event as LifecycleEvent
+from executor_mcp.sessions.lifecycle import Lifecycle, State
+from executor_mcp.sessions.streams import Call, Event, Listener, Stream
 from executor_mcp.storage.records import SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import SessionFile
 from executor_mcp.toolserver.server import ToolServer
@@ -46,6 +52,7 @@ class Session:
         # Resumable (tools/call) streams whose answers have not been delivered yet, by stream id.
         self.streams: dict[str, Stream] = {}
         self._kept: set[str] = set()  # undelivered streams written (or being written) to the session file
+        self._keeping: dict[str, Stream] = {}  # kept streams whose keeper has not finished writing them
         # A handle serves one run of the runtime, restore to exit; the manager drops it afterwards.
         self.scope = trio.CancelScope()
         self.settled = trio.Event()
@@ -56,16 +63,18 @@ class Session:
     def state(self) -> State:
         return self.lifecycle.state
 
-    def begin_restore(self) -> None:
-        self.lifecycle.fire(Event.RESTORE)
+    @property
+    def disposing(self) -> bool:
+        """Its runtime ran and is being wound down (the file closing): a restore must wait for that."""
+        return self.spawned and self.lifecycle.needs_restore
 
-    def end(self, event: Event) -> None:
-        """Move out of the runnable states and cancel the runtime (condemnation, shutdown)."""
+    def end(self, event: LifecycleEvent) -> None:
+        """Tell the lifecycle why the runtime ends (idle, condemnation, shutdown) and cancel it."""
         self.lifecycle.fire(event)
         self.scope.cancel()
 
     def start_call(self, request: Request, stream: Stream) -> Call:
-        if self.state is not State.LIVE or self.runtime is None:
+        if not self.lifecycle.serving or self.runtime is None:
             raise Refused(self.lifecycle.refusal or Refusal.INTERNAL)
         call = Call(request=request, stream=stream)
         self.calls.add(call)
@@ -111,24 +120,36 @@ class Session:
         if self.runtime is not None and stream.id in self.streams:
             stream.detach()
             self._kept.add(stream.id)
+            self._keeping[stream.id] = stream
             self.runtime.nursery.start_soon(self._keep, stream, self.runtime.file)
             finished = [kept for kept in self.streams.values() if kept.finished and kept.id in self._kept]
             for oldest in finished[: max(len(finished) - MAX_KEPT_IN_MEMORY, 0)]:
                 del self.streams[oldest.id]  # still in the session file, replayed from there
 
     async def _keep(self, stream: Stream, file: SessionFile) -> None:
+        """Write a detached stream down as it progresses; a failed write is retried, never fatal."""
+        what = f"session {self.id[:12]}: writing down stream {stream.id}"
         cursor = 0
-        while True:
-            events = await stream.read(cursor)
-            if not events:
-                break
-            stored = [(event.seq, dumps(encode(event.message))) for event in events]
-            await file.store_events(stream.id, stored, keep_from=stream.events[0].seq)
+        while events := await stream.read(cursor):
+            store = functools.partial(file.store_events, stream.id, _stored(events), keep_from=stream.events[0].seq)
+            await retrying(what, store)
             cursor = events[-1].seq
+        await retrying(what, functools.partial(self._settle_kept, stream, file))
+        self._keeping.pop(stream.id, None)
+
+    async def _settle_kept(self, stream: Stream, file: SessionFile) -> None:
         if stream.id in self._kept:
             await file.mark_undelivered(stream.id)
         else:
             await file.acknowledge(stream.id)  # delivered while we were writing it down
+
+    async def write_down_kept(self, file: SessionFile) -> None:
+        """At the runtime's end, after `fail_in_flight`: write what the keepers had not, refusals included."""
+        for stream in list(self._keeping.values()):
+            if stream.events:
+                await file.store_events(stream.id, _stored(stream.events), keep_from=stream.events[0].seq)
+            await self._settle_kept(stream, file)
+            self._keeping.pop(stream.id, None)
 
     async def delivered(self, stream_id: str, *, stored: bool = False) -> None:
         """A reader got the stream to its end: forget it, here and (if it was written) in the file."""
@@ -166,3 +187,7 @@ class Session:
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+
+
+def _stored(events: list[Event]) -> list[tuple[int, bytes]]:
+    return [(event.seq, dumps(encode(event.message))) for event in events]

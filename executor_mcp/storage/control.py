@@ -6,65 +6,123 @@ admin command (`executor-mcp orgs revoke`, `keys create`) changes it while a ser
 data dir, and the server sees the change on its next read.
 """
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
+from executor_mcp.codec import dumps
 from executor_mcp.storage.environment import Environment
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, PolicyRecord, SessionRecord, decode, encode
+from executor_mcp.storage.records import (
+    ApiKeyRecord,
+    OrgRecord,
+    Owner,
+    PolicyRecord,
+    SessionRecord,
+    decode,
+    encode,
+)
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 CONTROL_FILE = "control.mdb"
-_MAX_DBS = 8
+_MAX_DBS = 16
+# Indexes of 61054cb and before, keyed by account alone; rebuilt keyed by owner, then dropped.
+_LEGACY_DBS = (b"sessions-by-account", b"session-counts")
 
 
-def _account_key(account_id: str, session_id: str) -> bytes:
-    return account_id.encode() + b"\x00" + session_id.encode()
+def _owner_prefix(owner: Owner) -> bytes:
+    """An owner as a key prefix. JSON escapes control characters, so no account or org can forge the
+    separator and reach into another owner's keys (`a\x00b` in org `c` is not `a` in org `b\x00c`)."""
+    return dumps([owner.account_id, owner.org_id]) + b"\x00"
+
+
+def _owner_key(owner: Owner, session_id: str) -> bytes:
+    return _owner_prefix(owner) + session_id.encode()
+
+
+def _decoded(raw: bytes, cls: type[T], what: Any) -> T | None:
+    """A stored record, or None (logged) when it fails strict decoding: one bad record is skipped,
+    never the end of a scan, a sweep or the server."""
+    try:
+        return decode(raw, cls)
+    except Exception as exc:
+        log.error("skipping an unreadable %s record %r: %s", cls.__name__, what, exc)
+        return None
+
+
+def _key_text(key: bytes) -> str | None:
+    try:
+        return key.decode()
+    except UnicodeDecodeError:
+        log.error("skipping an unreadable control-plane key %r", key[:80])
+        return None
 
 
 class ControlPlane:
     def __init__(self, env: Environment) -> None:
         self._env = env
         self._sessions = env.database(b"sessions")
-        self._by_account = env.database(b"sessions-by-account")
-        self._account_counts = env.database(b"session-counts")
+        self._by_owner = env.database(b"sessions-by-owner")
+        self._owner_counts = env.database(b"owner-session-counts")
         self._terminations = env.database(b"termination-requests")
+        self._revocations = env.database(b"revocation-requests")
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
         self._policies = env.database(b"policies-by-owner")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
-        return cls(await Environment.open(data_dir / CONTROL_FILE, max_dbs=_MAX_DBS))
+        plane = cls(await Environment.open(data_dir / CONTROL_FILE, max_dbs=_MAX_DBS))
+        await plane._env.write(plane._upgrade_owner_index)
+        return plane
 
     async def close(self) -> None:
         await self._env.close()
+
+    def _upgrade_owner_index(self, txn) -> None:
+        """A data dir from before sessions were indexed by (account, org): rebuild the index, once."""
+        legacy = [name for name in _LEGACY_DBS if txn.get(name) is not None]
+        if not legacy:
+            return
+        for key, raw in txn.cursor(db=self._sessions):
+            record = _decoded(raw, SessionRecord, bytes(key))
+            indexed = record is not None and txn.put(
+                _owner_key(record.owner, record.session_id), b"", db=self._by_owner, overwrite=False
+            )
+            if record is not None and indexed:
+                self._count(txn, record.owner, +1)
+        for name in legacy:
+            txn.drop(self._env.database(name, txn=txn), delete=True)
 
     async def put_session(self, record: SessionRecord) -> None:
         def _put(txn) -> None:
             known = txn.get(record.session_id.encode(), db=self._sessions) is not None
             txn.put(record.session_id.encode(), encode(record), db=self._sessions)
-            txn.put(_account_key(record.owner.account_id, record.session_id), b"", db=self._by_account)
+            txn.put(_owner_key(record.owner, record.session_id), b"", db=self._by_owner)
             if not known:
-                self._count(txn, record.owner.account_id, +1)
+                self._count(txn, record.owner, +1)
 
         await self._env.write(_put)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The directory entry; an unreadable one is as good as none (it is logged)."""
         raw = await self._env.read(lambda txn: txn.get(session_id.encode(), db=self._sessions))
-        return None if raw is None else decode(raw, SessionRecord)
+        return None if raw is None else _decoded(raw, SessionRecord, session_id)
 
     async def update_session(self, session_id: str, **changes: object) -> SessionRecord | None:
-        """Change fields of a record in one transaction; None if the record is gone."""
+        """Change fields of a record in one transaction; None if the record is gone (or unreadable)."""
 
         def _update(txn) -> SessionRecord | None:
             raw = txn.get(session_id.encode(), db=self._sessions)
-            if raw is None:
+            record = None if raw is None else _decoded(raw, SessionRecord, session_id)
+            if record is None:
                 return None
-            updated = attrs.evolve(decode(raw, SessionRecord), **changes)
+            updated = attrs.evolve(record, **changes)
             txn.put(session_id.encode(), encode(updated), db=self._sessions)
             return updated
 
@@ -73,36 +131,40 @@ class ControlPlane:
     async def delete_session(self, session_id: str) -> None:
         def _delete(txn) -> None:
             raw = txn.get(session_id.encode(), db=self._sessions)
-            if raw is not None:
-                record = decode(raw, SessionRecord)
-                txn.delete(_account_key(record.owner.account_id, session_id), db=self._by_account)
-                txn.delete(session_id.encode(), db=self._sessions)
-                self._count(txn, record.owner.account_id, -1)
+            if raw is None:
+                return
+            record = _decoded(raw, SessionRecord, session_id)
+            if record is not None and txn.delete(_owner_key(record.owner, session_id), db=self._by_owner):
+                self._count(txn, record.owner, -1)
+            txn.delete(session_id.encode(), db=self._sessions)
 
         await self._env.write(_delete)
 
-    def _count(self, txn, account_id: str, change: int) -> None:
-        raw = txn.get(account_id.encode(), db=self._account_counts)
-        txn.put(account_id.encode(), str(max(int(raw or 0) + change, 0)).encode(), db=self._account_counts)
+    def _count(self, txn, owner: Owner, change: int) -> None:
+        key = _owner_prefix(owner)
+        raw = txn.get(key, db=self._owner_counts)
+        txn.put(key, str(max(int(raw or 0) + change, 0)).encode(), db=self._owner_counts)
 
-    async def account_session_count(self, account_id: str) -> int:
-        raw = await self._env.read(lambda txn: txn.get(account_id.encode(), db=self._account_counts))
+    async def owner_session_count(self, owner: Owner) -> int:
+        raw = await self._env.read(lambda txn: txn.get(_owner_prefix(owner), db=self._owner_counts))
         return int(raw or 0)
 
-    async def account_sessions(self, account_id: str) -> list[SessionRecord]:
-        """One account's sessions, through the per-account index (no scan of everyone's)."""
-        prefix = _account_key(account_id, "")
+    async def owner_sessions(self, owner: Owner) -> list[SessionRecord]:
+        """One owner's sessions (an account within one org), through the index: no scan of everyone's."""
+        prefix = _owner_prefix(owner)
 
         def _mine(txn) -> list[SessionRecord]:
             records = []
-            cursor = txn.cursor(db=self._by_account)
+            cursor = txn.cursor(db=self._by_owner)
             if cursor.set_range(prefix):
                 for key in cursor.iternext(keys=True, values=False):
                     if not key.startswith(prefix):
                         break
-                    raw = txn.get(key[len(prefix) :], db=self._sessions)
-                    if raw is not None:
-                        records.append(decode(raw, SessionRecord))
+                    session_id = key[len(prefix) :]
+                    raw = txn.get(session_id, db=self._sessions)
+                    record = None if raw is None else _decoded(raw, SessionRecord, session_id)
+                    if record is not None:
+                        records.append(record)
             return records
 
         return await self._env.read(_mine)
@@ -113,31 +175,62 @@ class ControlPlane:
 
         def _request(txn) -> bool:
             raw = txn.get(session_id.encode(), db=self._sessions)
-            if raw is None:
+            record = None if raw is None else _decoded(raw, SessionRecord, session_id)
+            if record is None:
                 return False
-            record = attrs.evolve(decode(raw, SessionRecord), condemned=True)
-            txn.put(session_id.encode(), encode(record), db=self._sessions)
+            txn.put(session_id.encode(), encode(attrs.evolve(record, condemned=True)), db=self._sessions)
             txn.put(session_id.encode(), str(at).encode(), db=self._terminations)
             return True
 
         return await self._env.write(_request)
 
     async def take_termination_requests(self) -> list[str]:
-        def _take(txn) -> list[str]:
-            ids = [key.decode() for key, _ in txn.cursor(db=self._terminations)]
-            for session_id in ids:
-                txn.delete(session_id.encode(), db=self._terminations)
-            return ids
+        return await self._take_requests(self._terminations)
 
-        if not await self._env.read(lambda txn: txn.stat(self._terminations)["entries"]):
+    async def request_revocation(self, org_id: str, at: float) -> OrgRecord:
+        """Revoke an organization from outside the server (admin): mark it revoked, and leave a request
+        the running server picks up to end the org's live sessions."""
+
+        def _request(txn) -> OrgRecord:
+            record = self._set_org_revoked(txn, org_id, True, at)
+            txn.put(org_id.encode(), str(at).encode(), db=self._revocations)
+            return record
+
+        return await self._env.write(_request)
+
+    async def take_revocation_requests(self) -> list[str]:
+        return await self._take_requests(self._revocations)
+
+    async def _take_requests(self, db) -> list[str]:
+        """Every pending request of one kind, removed as it is taken; unreadable keys are dropped."""
+
+        def _take(txn) -> list[str]:
+            keys = [bytes(key) for key in txn.cursor(db=db).iternext(keys=True, values=False)]
+            for key in keys:
+                txn.delete(key, db=db)
+            return [text for key in keys if (text := _key_text(key)) is not None]
+
+        if not await self._env.read(lambda txn: txn.stat(db)["entries"]):
             return []
         return await self._env.write(_take)
 
     async def sessions(self) -> list[SessionRecord]:
+        """Every readable directory entry (unreadable ones are logged and skipped)."""
+
         def _all(txn) -> list[SessionRecord]:
-            return [decode(value, SessionRecord) for _, value in txn.cursor(db=self._sessions)]
+            records = (_decoded(value, SessionRecord, bytes(key)) for key, value in txn.cursor(db=self._sessions))
+            return [record for record in records if record is not None]
 
         return await self._env.read(_all)
+
+    async def session_ids(self) -> set[str]:
+        """The ids the directory names, readable record or not: what start-up recovery compares files to."""
+
+        def _ids(txn) -> set[str]:
+            keys = txn.cursor(db=self._sessions).iternext(keys=True, values=False)
+            return {text for key in keys if (text := _key_text(bytes(key))) is not None}
+
+        return await self._env.read(_ids)
 
     # -- organizations ------------------------------------------------------------------------------
 
@@ -159,14 +252,15 @@ class ControlPlane:
         return await self._env.write(_note)
 
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
-        def _set(txn) -> OrgRecord:
-            raw = txn.get(org_id.encode(), db=self._orgs)
-            base = decode(raw, OrgRecord) if raw is not None else OrgRecord(org_id=org_id, first_seen_at=at)
-            record = attrs.evolve(base, revoked=revoked, changed_at=at)
-            txn.put(org_id.encode(), encode(record), db=self._orgs)
-            return record
+        return await self._env.write(lambda txn: self._set_org_revoked(txn, org_id, revoked, at))
 
-        return await self._env.write(_set)
+    def _set_org_revoked(self, txn, org_id: str, revoked: bool, at: float) -> OrgRecord:
+        raw = txn.get(org_id.encode(), db=self._orgs)
+        known = None if raw is None else _decoded(raw, OrgRecord, org_id)
+        base = known or OrgRecord(org_id=org_id, first_seen_at=at)
+        record = attrs.evolve(base, revoked=revoked, changed_at=at)
+        txn.put(org_id.encode(), encode(record), db=self._orgs)
+        return record
 
     async def orgs(self) -> list[OrgRecord]:
         return await self._env.read(lambda txn: [decode(v, OrgRecord) for _, v in txn.cursor(db=self._orgs)])

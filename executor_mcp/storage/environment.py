@@ -8,6 +8,7 @@ The thread calls are uncancellable on purpose: a session that is being torn down
 commit before the environment closes.
 """
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -53,9 +54,32 @@ class Environment:
 
         return cls(await trio.to_thread.run_sync(_open), path, max_map_size)
 
-    def database(self, name: bytes) -> lmdb._Database:
-        """Open (creating) a named database; only at start-up, before transactions run."""
-        return self._env.open_db(name)
+    @classmethod
+    async def create_whole(cls, path: Path, work: Callable[[lmdb.Transaction], object]) -> "Environment":
+        """A new environment at `path` that appears there only complete: built under a temporary name
+        with `work` as its first transaction, then renamed. A crash leaves no file or a whole one (and
+        perhaps a `.partial` leftover for start-up recovery)."""
+
+        def _build() -> None:
+            partial = partial_path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            remove_files(partial)
+            building = cls(lmdb.open(str(partial), subdir=False, map_size=INITIAL_MAP_SIZE), partial, MAX_MAP_SIZE)
+            try:
+                building._transact(work, True)
+            finally:
+                building._env.close()
+            os.rename(partial, path)
+            remove_files(partial)  # its lock file; the data file is already gone
+            _sync_directory(path.parent)
+
+        await trio.to_thread.run_sync(_build)
+        return await cls.open(path, create=False)
+
+    def database(self, name: bytes, txn: lmdb.Transaction | None = None) -> lmdb._Database:
+        """Open (creating) a named database: at start-up before transactions run, or inside a write
+        transaction (`txn`) that is about to drop it."""
+        return self._env.open_db(name, txn=txn)
 
     async def read(self, work: Callable[[lmdb.Transaction], T]) -> T:
         return await self._run(work, write=False)
@@ -91,3 +115,17 @@ def remove_files(path: Path) -> None:
     """Delete an environment's data and lock files; only once no process holds it open."""
     for victim in (path, path.with_name(path.name + "-lock")):
         victim.unlink(missing_ok=True)
+
+
+def partial_path(path: Path) -> Path:
+    """Where `create_whole` builds the environment for `path`."""
+    return path.with_name(path.name + ".partial")
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable before anything that depends on it is committed."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -5,6 +5,7 @@ One environment per session keeps a session's data, its growth and its deletion 
 other session: wiping a session is closing one environment and unlinking two files.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 
 from executor_mcp.codec import dumps, loads
@@ -16,6 +17,8 @@ _INITIALIZE = b"initialize"
 _LAST_ACTIVITY = b"last-activity"
 _EVENT = b"event:"
 _UNDELIVERED = b"undelivered:"
+_SUFFIX = ".mdb"
+_LOCK_SUFFIX = ".mdb-lock"
 
 
 class MissingSessionFile(Exception):
@@ -28,19 +31,18 @@ class SessionFile:
 
     @staticmethod
     def path_for(sessions_dir: Path, session_id: str) -> Path:
-        return sessions_dir / f"{session_id}.mdb"
+        return sessions_dir / f"{session_id}{_SUFFIX}"
 
     @classmethod
     async def create(cls, path: Path, meta: SessionMeta, initialize_request: bytes) -> "SessionFile":
-        env = await Environment.open(path)
+        """The file with its meta, atomically: no crash leaves a session file without meta."""
 
         def _write(txn) -> None:
             txn.put(_META, encode(meta))
             txn.put(_INITIALIZE, initialize_request)
             txn.put(_LAST_ACTIVITY, dumps(meta.created_at))
 
-        await env.write(_write)
-        return cls(env)
+        return cls(await Environment.create_whole(path, _write))
 
     @classmethod
     async def open(cls, path: Path) -> "SessionFile":
@@ -71,6 +73,25 @@ class SessionFile:
     @staticmethod
     def wipe(path: Path) -> None:
         remove_files(path)
+
+    @staticmethod
+    def scan(sessions_dir: Path, is_session_id: Callable[[str], bool]) -> tuple[set[str], list[Path]]:
+        """The ids that have a session file, and the leftovers of interrupted work: files being built
+        when a crash came, and lock files whose data file is gone. Names of any other shape are not
+        ours and are left alone. Blocking: run it in a thread."""
+        if not sessions_dir.is_dir():
+            return set(), []
+        names = {entry.name for entry in sessions_dir.iterdir()}
+        stored, leftovers = set(), []
+        for name in names:
+            stem, _, rest = name.partition(".")
+            if not is_session_id(stem):
+                continue
+            if "." + rest == _SUFFIX:
+                stored.add(stem)
+            elif "." + rest != _LOCK_SUFFIX or stem + _SUFFIX not in names:
+                leftovers.append(sessions_dir / name)
+        return stored, leftovers
 
     # -- the event store: answers whose POST connection went away, kept until a GET delivers them ----
 

@@ -89,11 +89,11 @@ class McpEndpoint:
         try:
             return await self._auth.authenticate(request.headers)
         except Forbidden as refused:
-            # A definitive "no organization" ends the session it names, if that session is this account's.
+            # A definitive "no organization" ends the session it names, if this account in this org owns it.
             session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
             if session_id:
                 with trio.CancelScope(shield=True):
-                    await self._manager.evict(session_id, owned_by=refused.account_id)
+                    await self._manager.evict(session_id, owned_by=refused.owner)
             raise
 
     async def _post(self, principal: Principal) -> Response:

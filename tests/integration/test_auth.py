@@ -267,3 +267,33 @@ async def test_an_unreachable_jwks_is_503_and_keeps_the_session(nursery: trio.Nu
         assert envelope(refused) == (503, -32001, "Authentication temporarily unavailable - please retry")
         assert refused.headers["retry-after"] == "2"
         assert refused.headers["access-control-allow-origin"] == "*"
+
+
+async def test_the_session_cap_counts_an_account_per_organization(
+    nursery: trio.Nursery, data_dir: Path, secret_file: Path
+) -> None:
+    """`alice` in org `evil` opening sessions never evicts `alice` in org `acme`."""
+    server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=secret_file, max_sessions_per_user=1)
+    async with httpx.AsyncClient() as http:
+        mine = await open_session(http, server.url, mint("alice", "acme"))
+        for _ in range(2):
+            await open_session(http, server.url, mint("alice", "evil"))
+        kept = await call(http, server.url, PING, mint("alice", "acme"), mine)
+        assert kept.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        # Within one owner the cap still applies: a second acme session evicts the first.
+        await open_session(http, server.url, mint("alice", "acme"))
+        evicted = await call(http, server.url, PING, mint("alice", "acme"), mine)
+        assert envelope(evicted)[:2] == (404, -32001)
+
+
+async def test_a_403_condemns_only_the_session_of_the_same_account_and_organization(
+    guarded: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    session_id = await open_session(http, guarded.url, mint("alice", "acme"))
+    data_dir = str(guarded.running.data_dir)
+    assert (await run_cli("orgs", "revoke", "evil", "--data-dir", data_dir)).returncode == 0
+    for stranger in (mint("alice", None), mint("alice", "evil")):
+        refused = await call(http, guarded.url, PING, stranger, session_id)
+        assert envelope(refused) == (403, -32001, NO_ORG)
+    still = await call(http, guarded.url, PING, mint("alice", "acme"), session_id)
+    assert still.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}

@@ -32,16 +32,50 @@ def test_every_pair_is_listed_or_refused(state: State, event: Event) -> None:
 
 def test_terminal_states_have_no_way_out() -> None:
     for terminal in (State.WIPED, State.RESTARTING):
-        assert not [event for event in Event if (terminal, event) in TRANSITIONS]
+        assert {TRANSITIONS[pair] for pair in TRANSITIONS if pair[0] is terminal} == {terminal}
 
 
 def test_condemned_only_leads_to_wiped() -> None:
-    assert [target for (state, _), target in TRANSITIONS.items() if state is State.CONDEMNED] == [State.WIPED]
+    targets = {target for (state, _), target in TRANSITIONS.items() if state is State.CONDEMNED}
+    assert targets == {State.CONDEMNED, State.WIPED}
+
+
+@pytest.mark.parametrize("ending", [Event.SHUTDOWN, Event.CONDEMN])
+def test_a_restore_that_finishes_after_the_session_ended_changes_nothing(ending: Event) -> None:
+    """Late news from a restore that was already running when shutdown or condemnation came."""
+    for news in (Event.RESTORED, Event.VANISHED, Event.CONDEMN, Event.IDLE, Event.EXITED):
+        lifecycle = Lifecycle()
+        lifecycle.fire(Event.RESTORE)
+        verdict = lifecycle.fire(ending)
+        assert lifecycle.fire(news) is verdict
+        assert not lifecycle.serving
+
+
+def test_what_the_runtimes_end_means_in_each_state() -> None:
+    ended = {}
+    for state in State:
+        lifecycle = Lifecycle(state)
+        lifecycle.fire(Event.EXITED)
+        ended[state] = (lifecycle.state, lifecycle.keeps_answers_on_exit, lifecycle.wipes_on_exit)
+    assert ended == {
+        State.DISPOSED: (State.DISPOSED, True, False),
+        State.RESTORING: (State.DISPOSED, True, False),  # the restore failed: the next request retries
+        State.LIVE: (State.DISPOSED, True, False),  # a fault: the stored session is intact
+        State.CONDEMNED: (State.CONDEMNED, False, True),
+        State.WIPED: (State.WIPED, False, False),
+        State.RESTARTING: (State.RESTARTING, True, False),
+    }
+    assert [state for state in State if Lifecycle(state).outlives_runtime] == [State.RESTARTING]
+
+
+def test_only_a_disposed_session_restores_and_only_a_live_one_serves() -> None:
+    assert [state for state in State if Lifecycle(state).needs_restore] == [State.DISPOSED]
+    assert [state for state in State if Lifecycle(state).serving] == [State.LIVE]
 
 
 def test_a_session_can_be_restored_used_and_condemned() -> None:
     lifecycle = Lifecycle()
-    for event in (Event.RESTORE, Event.RESTORED, Event.FAULT, Event.RESTORE, Event.RESTORED, Event.CONDEMN):
+    for event in (Event.RESTORE, Event.RESTORED, Event.EXITED, Event.RESTORE, Event.RESTORED, Event.CONDEMN):
         lifecycle.fire(event)
     assert lifecycle.refusal is Refusal.SESSION_TERMINATED
     lifecycle.fire(Event.WIPED)

@@ -1,5 +1,7 @@
 """The session manager driven directly, on real LMDB files, with a clock the test controls."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,61 @@ async def test_terminate_refuses_then_wipes(nursery: trio.Nursery, control: Cont
         await manager.acquire(session.id, OWNER, "/mcp")
     assert caught.value.refusal is Refusal.SESSION_NOT_FOUND
     assert await control.get_session(session.id) is None
+
+
+async def test_a_shutdown_during_a_restore_is_a_restart_not_a_failure(
+    nursery: trio.Nursery, control: ControlPlane, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The restore is held up by another process's write transaction on the control plane (an admin
+    command); the shutdown comes meanwhile. The request gets the restart envelope, nothing is logged as
+    a runtime failure, and no illegal transition is raised."""
+    first = await _start(nursery, control, tmp_path, tools=CountingTools())
+    session = await first.create(OWNER, "/mcp", PARAMS, "2025-06-18", b"{}")
+    await first.shutdown(grace=0)
+    second = await _start(nursery, control, tmp_path, tools=CountingTools())
+    for suffix in ("", "-lock"):  # its file is lost: the restore removes the entry, a control-plane write
+        await trio.Path(f"{SessionFile.path_for(tmp_path / 'sessions', session.id)}{suffix}").unlink()
+
+    holder = await trio.lowlevel.open_process(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(tmp_path / "control" / "control.mdb")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdin is not None
+    assert holder.stdout is not None
+    refusals: list[Refusal] = []
+
+    async def request() -> None:
+        with pytest.raises(Refused) as caught:
+            await second.acquire(session.id, OWNER, "/mcp")
+        refusals.append(caught.value.refusal)
+
+    try:
+        with trio.fail_after(20):
+            said = b""
+            while not said.endswith(b"\n"):
+                said += await holder.stdout.receive_some()
+            assert said == b"held\n"
+            async with trio.open_nursery() as racers:
+                racers.start_soon(request)
+                await trio.sleep(0.5)  # the restore is now waiting for the write lock
+                racers.start_soon(second.shutdown, 0)
+                await trio.sleep(0.2)
+                await holder.stdin.send_all(b"release\n")
+            assert await holder.wait() == 0
+    finally:
+        holder.kill()
+    assert refusals == [Refusal.RESTARTING]
+    failures = [r for r in caplog.records if "runtime failed" in r.getMessage() or r.exc_info]
+    assert failures == []
+
+
+HOLD_WRITE_LOCK = """
+import sys, lmdb
+env = lmdb.open(sys.argv[1], subdir=False, max_dbs=16)
+txn = env.begin(write=True)
+print("held", flush=True)
+sys.stdin.readline()
+txn.abort()
+env.close()
+"""

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
+import lmdb
 import pytest
 
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.environment import Environment, StorageFull
-from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
+from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord, encode
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 
 OWNER = Owner(account_id="acct", org_id="org")
@@ -94,17 +95,44 @@ async def test_control_plane_directory(tmp_path: Path) -> None:
     await control.close()
 
 
-async def test_sessions_are_indexed_by_account(tmp_path: Path) -> None:
+async def test_sessions_are_indexed_by_owner(tmp_path: Path) -> None:
     control = await ControlPlane.open(tmp_path)
-    for session_id, account in (("s1", "alice"), ("s2", "bob"), ("s3", "alice"), ("s4", "alic")):
-        owner = Owner(account_id=account, org_id="org")
+    alice, bob, alic = Owner("alice", "org"), Owner("bob", "org"), Owner("alic", "org")
+    elsewhere, orgless, forged = Owner("alice", "evil"), Owner("alice", None), Owner("alice\x00org", "x")
+    for session_id, owner in (("s1", alice), ("s2", bob), ("s3", alice), ("s4", alic), ("s5", elsewhere)):
         await control.put_session(SessionRecord(session_id, owner, "/mcp", created_at=1.0, last_activity_at=1.0))
-    assert sorted(r.session_id for r in await control.account_sessions("alice")) == ["s1", "s3"]
-    assert await control.account_session_count("alice") == 2
+    assert sorted(r.session_id for r in await control.owner_sessions(alice)) == ["s1", "s3"]
+    assert await control.owner_session_count(alice) == 2
     await control.delete_session("s1")
     await control.delete_session("s1")
-    assert [r.session_id for r in await control.account_sessions("alice")] == ["s3"]
-    assert await control.account_session_count("alice") == 1
-    assert await control.account_session_count("nobody") == 0
-    assert [r.session_id for r in await control.account_sessions("alic")] == ["s4"]
+    assert [r.session_id for r in await control.owner_sessions(alice)] == ["s3"]
+    assert await control.owner_session_count(alice) == 1
+    assert await control.owner_session_count(Owner("nobody", "org")) == 0
+    assert [r.session_id for r in await control.owner_sessions(alic)] == ["s4"]
+    # The same account in another organization, or in none, is another owner.
+    assert [r.session_id for r in await control.owner_sessions(elsewhere)] == ["s5"]
+    for stranger in (orgless, forged):
+        assert await control.owner_sessions(stranger) == []
+        assert await control.owner_session_count(stranger) == 0
+    await control.close()
+
+
+async def test_an_index_keyed_by_account_alone_is_rebuilt_by_owner(tmp_path: Path) -> None:
+    """A data dir written before ownership was (account, org): its sessions are indexed on first open."""
+    environment = lmdb.open(str(tmp_path / "control.mdb"), subdir=False, max_dbs=8)
+    sessions = environment.open_db(b"sessions")
+    legacy = environment.open_db(b"sessions-by-account")
+    with environment.begin(write=True) as txn:
+        for session_id, owner in (("s1", Owner("alice", "acme")), ("s2", Owner("alice", "evil"))):
+            record = SessionRecord(session_id, owner, "/mcp", created_at=1.0, last_activity_at=1.0)
+            txn.put(session_id.encode(), encode(record), db=sessions)
+            txn.put(b"alice\x00" + session_id.encode(), b"", db=legacy)
+    environment.close()
+
+    control = await ControlPlane.open(tmp_path)
+    assert [r.session_id for r in await control.owner_sessions(Owner("alice", "acme"))] == ["s1"]
+    assert await control.owner_session_count(Owner("alice", "evil")) == 1
+    await control.close()
+    control = await ControlPlane.open(tmp_path)  # once: reopening counts nothing twice
+    assert await control.owner_session_count(Owner("alice", "evil")) == 1
     await control.close()
