@@ -53,8 +53,16 @@ converter = make_converter()
 
 
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON, the form every body and stored record uses."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON, the form every body and stored record uses.
+
+    A lone surrogate (legal in a JSON escape, not in UTF-8) becomes U+FFFD instead of failing the whole
+    value. NaN and the infinities are not JSON: they raise `ValueError`, so they never reach the wire.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
 def _reject_constant(name: str) -> Any:

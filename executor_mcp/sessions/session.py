@@ -9,9 +9,8 @@ manager), with the refusal the lifecycle table gives for the state the session e
 import attrs
 import trio
 
-from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import Refusal, Refused
-from executor_mcp.protocol.jsonrpc import Message, Request, encode
+from executor_mcp.protocol.jsonrpc import Message, Request
 from executor_mcp.sessions.lifecycle import Event, Lifecycle, State
 from executor_mcp.sessions.streams import Call, Listener, Stream
 from executor_mcp.storage.records import SessionMeta, SessionRecord
@@ -99,7 +98,7 @@ class Session:
             self._drained = trio.Event()
             await self._drained.wait()
 
-    def open_stream(self, expected: int, priming: Message | None) -> Stream:
+    def open_stream(self, expected: int, priming: bytes | None) -> Stream:
         stream = Stream(expected, priming)
         if priming is not None:
             self.streams[stream.id] = stream
@@ -122,7 +121,7 @@ class Session:
             events = await stream.read(cursor)
             if not events:
                 break
-            stored = [(event.seq, dumps(encode(event.message))) for event in events]
+            stored = [(event.seq, event.payload) for event in events]
             await file.store_events(stream.id, stored, keep_from=stream.events[0].seq)
             cursor = events[-1].seq
         if stream.id in self._kept:
