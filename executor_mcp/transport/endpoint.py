@@ -18,6 +18,7 @@ from typing import Any
 import trio
 from quart import Quart, Response, request
 from quart_trio import QuartTrio
+from quart_trio.wrappers.request import TrioBody, TrioRequest
 from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
@@ -242,14 +243,31 @@ def _defect(exc: Exception) -> Response:
     return _refused(Refused(Refusal.INTERNAL))
 
 
+class _Body(TrioBody):
+    """A request body that knows whether the client has finished sending it."""
+
+    received = False
+
+    def set_complete(self) -> None:
+        self.received = True
+        super().set_complete()
+
+
+class _Request(TrioRequest):
+    body_class = _Body
+
+
 class _App(QuartTrio):
     """quart-trio, with the last write of every response shielded.
 
     Finishing a response while the client still owes body bytes makes hypercorn close the connection
     from inside that last write, just as quart-trio cancels the request's tasks (the client "left"):
     unshielded, the close is itself cancelled and the socket stays open, so a client that sends
-    `Content-Length: 1000` and stalls would hold its connection (and a descriptor) forever.
+    `Content-Length: 1000` and stalls would hold its connection (and a descriptor) forever. Such an
+    answer also says `Connection: close`, so the client does not reuse a connection about to close.
     """
+
+    request_class = _Request
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         async def send_last_shielded(message: Any) -> None:
@@ -313,7 +331,11 @@ def create_app(
         refusal = guard.refusal(request.headers)
         return None if refusal is None else _refused(Refused(refusal))
 
-    async def cors(response: Response) -> Response:
+    async def finish(response: Response) -> Response:
+        """Every answer: `Connection: close` if the body is still owed, and the mode's CORS headers."""
+        declares_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
+        if declares_body and not request.body.received:
+            response.headers["Connection"] = "close"
         allowed = guard.cors_origin(request.headers)
         if allowed is None:
             for name in {name for name, _ in response.headers.items() if name.lower().startswith("access-control-")}:
@@ -330,5 +352,5 @@ def create_app(
     app.register_error_handler(Refused, _refused)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _defect)
-    app.after_request(cors)
+    app.after_request(finish)
     return app

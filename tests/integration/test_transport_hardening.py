@@ -325,6 +325,7 @@ async def test_an_early_answer_closes_a_connection_whose_body_stalls(server: Ser
     received, _ = await _answer_then_close(port, _raw_post(port), bound=5)
     head, _, body = received.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 406")
+    assert b"\r\nconnection: close" in head.lower()  # so no client reuses it
     assert json.loads(body)["error"]["code"] == -32000
 
 
