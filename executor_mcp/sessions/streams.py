@@ -44,28 +44,23 @@ UNENCODABLE_ANSWER = "Internal error: the result cannot be encoded as JSON"
 
 @attrs.frozen
 class Event:
-    """One event of a stream: `message` is None for the priming event, whose payload is empty."""
+    """One event of a stream, as sent: the priming event's payload is empty. Only the bytes are kept."""
 
     seq: int
-    message: Message | None
     payload: bytes
-
-    @property
-    def answer(self) -> bool:
-        return isinstance(self.message, Response | ErrorResponse)
+    answer: bool = False  # a response or an error response (what a JSON answer collects)
 
 
-def encoded(message: Message) -> tuple[Message, bytes] | None:
-    """The message and its bytes; an unencodable answer becomes a -32603 error, anything else None."""
+def encoded(message: Message) -> bytes | None:
+    """The message's bytes; an unencodable answer becomes a -32603 error, anything else None (dropped)."""
     try:
-        return message, serialize(message)
+        return serialize(message)
     except Unencodable as exc:
         if not isinstance(message, Response | ErrorResponse):
             log.warning("dropped an outgoing %s that cannot be encoded (%s)", type(message).__name__, exc)
             return None
         log.warning("answer to request %r cannot be encoded (%s); answering -32603", message.id, exc)
-        fallback = error_response(message.id, Code.INTERNAL_ERROR, UNENCODABLE_ANSWER)
-        return fallback, serialize(fallback)
+        return serialize(error_response(message.id, Code.INTERNAL_ERROR, UNENCODABLE_ANSWER))
 
 
 class Stream:
@@ -80,15 +75,15 @@ class Stream:
         self._detached = False
         self._changed = trio.Event()
         if priming is not None:
-            self._append(None, priming)
+            self._append(priming, answer=False)
 
     @property
     def finished(self) -> bool:
         return not self._pending
 
     def send(self, message: Message) -> None:
-        if self._pending and (entry := encoded(message)) is not None:
-            self._append(*entry)
+        if self._pending and (payload := encoded(message)) is not None:
+            self._append(payload, answer=isinstance(message, Response | ErrorResponse))
 
     def answer(self, response: Response | ErrorResponse) -> None:
         self.send(response)
@@ -115,9 +110,9 @@ class Stream:
             changed = self._changed
             await changed.wait()
 
-    def _append(self, message: Message | None, payload: bytes) -> None:
+    def _append(self, payload: bytes, *, answer: bool) -> None:
         self._seq += 1
-        self.events.append(Event(self._seq, message, payload))
+        self.events.append(Event(self._seq, payload, answer))
         if self._detached:
             self._trim()
         self._wake()
@@ -161,14 +156,12 @@ class Listener:
         self._send, self._receive = trio.open_memory_channel[bytes | Comment](math.inf)
 
     def send(self, item: Message | Comment) -> None:
+        queued = item if isinstance(item, Comment) else encoded(item)
+        if queued is None:
+            return
         # A message for a listener that already went away is dropped, as when there is no listener.
-        if not isinstance(item, Comment):
-            entry = encoded(item)
-            if entry is None:
-                return
-            item = entry[1]
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            self._send.send_nowait(item)
+            self._send.send_nowait(queued)
 
     def close(self, comment: str | None = None) -> None:
         if comment is not None:

@@ -2,7 +2,7 @@
 
 import json
 
-from executor_mcp.protocol.jsonrpc import ErrorResponse, Notification, Response
+from executor_mcp.protocol.jsonrpc import Notification, Response
 from executor_mcp.sessions.streams import MAX_EVENTS, UNENCODABLE_ANSWER, Listener, Stream
 from executor_mcp.transport.sse import PRIMING
 
@@ -35,7 +35,7 @@ async def test_a_primed_stream_starts_with_an_empty_event() -> None:
     stream = Stream(expected=1, priming=PRIMING)
     stream.answer(Response(id=1, result={}))
     first, second = await stream.read(0)
-    assert (first.seq, first.message, first.payload, first.answer) == (1, None, b"", False)
+    assert (first.seq, first.payload, first.answer) == (1, b"", False)
     assert json.loads(second.payload) == {"jsonrpc": "2.0", "id": 1, "result": {}}
     assert second.answer
 
@@ -46,7 +46,7 @@ async def test_an_unencodable_answer_becomes_a_32603_for_the_same_request() -> N
     stream.answer(Response(id="r", result={"value": float("nan")}))
     assert stream.finished
     (event,) = await stream.read(0)
-    assert isinstance(event.message, ErrorResponse)
+    assert event.answer
     assert json.loads(event.payload) == {
         "jsonrpc": "2.0",
         "id": "r",
