@@ -35,6 +35,7 @@ from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import executor_tools
 from executor_mcp.toolserver.registry import ToolFactory
+from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
 from executor_mcp.transport.endpoint import create_app
 
@@ -194,7 +195,13 @@ async def _serve(
     )
     public = PublicUrl(settings.public_url or "")
     authenticator = await build_authenticator(settings, control, http_client, public)
-    app = create_app(manager, authenticator, public, policies, settings.authorization_server)
+    browser = BrowserGuard(
+        enabled=settings.auth == "none",
+        loopback=settings.loopback,
+        allowed_origins=settings.allowed_origin,
+        allowed_hosts=settings.allowed_host,
+    )
+    app = create_app(manager, authenticator, public, policies, settings.authorization_server, browser)
     stop = trio.Event()
 
     async def shutdown_trigger() -> None:
@@ -213,6 +220,7 @@ async def _serve(
 
         binds = await root.start(http)
         public.value = public.value or binds[0]
+        browser.listening(public.value, binds[0])
         task_status.started(Running(url=binds[0], data_dir=settings.data_dir, stop=stop))
 
 

@@ -147,13 +147,21 @@ def _serve(settings: Settings) -> int:
     try:
         trio.run(serve_until_signalled, settings)
     except* ConfigError as group:
-        failure, status = str(group.exceptions[0]), 2
+        failure, status = str(_first_leaf(group)), 2
     except* OSError as group:
-        failure = f"cannot serve on {settings.host}:{settings.port}: {group.exceptions[0]}"
+        failure = f"cannot serve on {settings.host}:{settings.port}: {_first_leaf(group)}"
     if failure is not None:
         print(f"executor-mcp: error: {failure}", file=sys.stderr)
         return status
     return 0
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first real exception of a group: nurseries nest groups, whose own text says nothing."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
 
 if __name__ == "__main__":

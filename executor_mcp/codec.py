@@ -59,10 +59,12 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON, the form every body and stored record uses.
 
-    A lone surrogate (a JavaScript string may hold one; UTF-8 cannot) becomes U+FFFD instead of failing.
-    In a Python `str` every surrogate is lone: an escaped pair decodes to one code point.
+    A lone surrogate (a JavaScript string or a JSON escape may hold one; UTF-8 cannot) becomes U+FFFD
+    instead of failing the whole value; in a Python `str` every surrogate is lone, since an escaped pair
+    decodes to one code point. NaN and the infinities are not JSON: they raise `ValueError`, so they never
+    reach the wire.
     """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     try:
         return text.encode()
     except UnicodeEncodeError:

@@ -57,6 +57,8 @@ class Settings:
     jwt_audience: str | None = None
     org_admin_claim: tuple[str, str] | None = None
     authorization_server: tuple[str, ...] = ()
+    allowed_origin: tuple[str, ...] = ()
+    allowed_host: tuple[str, ...] = ()
 
     @property
     def loopback(self) -> bool:
@@ -118,6 +120,25 @@ def _url(text: str) -> str:
     if parsed.scheme not in {"http", "https"} or not parsed.netloc:
         raise ValueError("must be an http:// or https:// URL")
     return text.strip().rstrip("/")
+
+
+def _origin(text: str) -> str:
+    parsed = urllib.parse.urlsplit(text.strip())
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc or parsed.path not in {"", "/"}:
+        raise ValueError("must be an origin: http:// or https://, a host and optionally a port, no path")
+    return text.strip().rstrip("/")
+
+
+def _host_name(text: str) -> str:
+    value = text.strip()
+    parsed = urllib.parse.urlsplit("//" + value)
+    try:
+        parsed.port  # noqa: B018 (raises on a malformed port)
+    except ValueError:
+        raise ValueError("must be a host name, optionally with :port") from None
+    if not parsed.hostname or parsed.path or parsed.query or parsed.fragment or "@" in value or " " in value:
+        raise ValueError("must be a host name, optionally with :port")
+    return value
 
 
 def _text(text: str) -> str:
@@ -201,6 +222,18 @@ OPTIONS = (
         "authorization_server",
         _url,
         "an OAuth authorization server to advertise in the protected-resource metadata (repeatable)",
+        repeatable=True,
+    ),
+    Option(
+        "allowed_origin",
+        _origin,
+        "with --auth none, a browser Origin allowed besides the server's own (repeatable)",
+        repeatable=True,
+    ),
+    Option(
+        "allowed_host",
+        _host_name,
+        "with --auth none, a Host header allowed besides the bind and public URL hosts, NAME[:PORT] (repeatable)",
         repeatable=True,
     ),
 )

@@ -28,7 +28,7 @@ class SeveringRelay:
                 while data := await source.receive_some(65536):
                     seen.extend(data[-4096:])
                     await sink.send_all(data)
-                    if not self.severed.is_set() and b'"tools/call"' in asked and b"mcp-priming" in answered:
+                    if not self.severed.is_set() and b'"tools/call"' in asked and b"\ndata: \n\n" in answered:
                         self.severed.set()
                         await trio.sleep(self.cut_after)
                         pumps.cancel_scope.cancel()

@@ -14,6 +14,8 @@ import attrs
 from executor_mcp.protocol.jsonrpc import RequestId, encode, error_response
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+# A request body must arrive within this many seconds of its headers (4 MiB in 10 s is 3.2 Mbit/s).
+BODY_TIMEOUT_SECONDS = 10
 RETRY_AFTER_SECONDS = 2
 
 
@@ -49,6 +51,9 @@ class Refusal(enum.Enum):
         415, Code.TRANSPORT, "Unsupported Media Type: Content-Type must be application/json"
     )
     BODY_TOO_LARGE = Envelope(413, Code.TRANSPORT, f"Request body too large. Maximum size is {MAX_BODY_BYTES} bytes")
+    BODY_TIMEOUT = Envelope(
+        408, Code.TRANSPORT, f"Request Timeout: the body did not arrive within {BODY_TIMEOUT_SECONDS} seconds"
+    )
     INVALID_JSON = Envelope(400, Code.PARSE_ERROR, "Parse error: Invalid JSON")
     INVALID_MESSAGE = Envelope(400, Code.PARSE_ERROR, "Parse error: Invalid JSON-RPC message")
     SESSION_ID_REQUIRED = Envelope(400, Code.TRANSPORT, "Bad Request: Mcp-Session-Id header is required")
@@ -66,6 +71,8 @@ class Refusal(enum.Enum):
     SESSION_NOT_FOUND = Envelope(404, Code.SESSION, "Session not found")
     SESSION_TERMINATED = Envelope(404, Code.SESSION, "Session timed out, please reconnect")
     FOREIGN_SESSION = Envelope(403, Code.FOREIGN_SESSION, "MCP session does not belong to the current bearer")
+    FORBIDDEN_ORIGIN = Envelope(403, Code.TRANSPORT, "Forbidden: Origin not allowed")
+    FORBIDDEN_HOST = Envelope(403, Code.TRANSPORT, "Forbidden: Host not allowed")
     RESTARTING = Envelope(503, Code.SESSION, "MCP session is restarting, please retry")
     UNAUTHORIZED = Envelope(401, Code.SESSION, "Unauthorized")
     NO_ORGANIZATION = Envelope(403, Code.SESSION, "No organization in session — log in via the web app first")
@@ -76,13 +83,22 @@ class Refusal(enum.Enum):
 class Refused(Exception):
     """A request refused as a whole, before or instead of a JSON-RPC response.
 
-    `challenge` is the `WWW-Authenticate` value a 401 carries (RFC 6750 / RFC 9728).
+    `challenge` is the `WWW-Authenticate` value a 401 carries (RFC 6750 / RFC 9728); `request_id` the id
+    of the request the refusal answers, when it answers one request rather than the whole exchange.
     """
 
-    def __init__(self, refusal: Refusal, *, challenge: str | None = None, **params: str) -> None:
+    def __init__(
+        self,
+        refusal: Refusal,
+        *,
+        challenge: str | None = None,
+        request_id: RequestId | None = None,
+        **params: str,
+    ) -> None:
         super().__init__(refusal.name)
         self.refusal = refusal
         self.challenge = challenge
+        self.request_id = request_id
         self.params = params
 
     @property
@@ -104,8 +120,8 @@ class RpcError(Exception):
         self.data = data
 
 
-def envelope_body(refused: Refused, request_id: RequestId | None = None) -> dict[str, Any]:
-    return encode(error_response(request_id, int(refused.envelope.code), refused.message))
+def envelope_body(refused: Refused) -> dict[str, Any]:
+    return encode(error_response(refused.request_id, int(refused.envelope.code), refused.message))
 
 
 def envelope_headers(refused: Refused) -> dict[str, str]:

@@ -3,15 +3,19 @@
 A body is one message or a batch (a JSON array). Parsing is strict: MCP ids are strings or integers
 (never booleans, floats or null on requests) and `params` is an object when present. Anything that is
 JSON but not such a message is refused as a whole, as the upstream transport does.
+
+Encoding builds the wire object by hand instead of through cattrs: payloads are already plain JSON, and
+walking them recursively would fail on deep (but valid) values long before the JSON encoder does.
+`serialize` is the one place a message becomes bytes; a message that cannot be (too deep, not JSON, a
+non-finite number) raises `Unencodable`, which callers turn into an answer they can send.
 """
 
 from typing import Any
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
 
-from executor_mcp.codec import JsonObject, converter, loads
+from executor_mcp.codec import JsonObject, converter, dumps, loads
 
 JSONRPC_VERSION = "2.0"
 
@@ -61,6 +65,10 @@ class InvalidMessage(ValueError):
     """The body is JSON, but not a JSON-RPC 2.0 message (or batch of them)."""
 
 
+class Unencodable(ValueError):
+    """A message whose payload is not JSON that can be sent: too deeply nested, or not JSON at all."""
+
+
 def _structure_request_id(value: Any, _: type) -> RequestId:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise TypeError(f"a request id is a string or an integer, not {type(value).__name__}")
@@ -73,14 +81,6 @@ def _structure_optional_request_id(value: Any, _: type) -> RequestId | None:
 
 converter.register_structure_hook(RequestId, _structure_request_id)
 converter.register_structure_hook(RequestId | None, _structure_optional_request_id)
-# Leaf first: a generated hook captures the hooks of nested classes when it is made.
-converter.register_unstructure_hook(
-    ErrorObject, make_dict_unstructure_fn(ErrorObject, converter, _cattrs_omit_if_default=True)
-)
-for _cls in (Request, Notification):
-    converter.register_unstructure_hook(
-        _cls, make_dict_unstructure_fn(_cls, converter, params=override(omit_if_default=True))
-    )
 
 
 def _classify(obj: Any) -> type[Message]:
@@ -119,8 +119,35 @@ def parse_body(raw: bytes) -> tuple[list[Message], bool]:
 
 def encode(message: Message) -> JsonObject:
     body: JsonObject = {"jsonrpc": JSONRPC_VERSION}
-    body.update(converter.unstructure(message))
+    match message:
+        case Request(id=request_id, method=method, params=params):
+            body.update(id=request_id, method=method)
+            if params is not None:
+                body["params"] = params
+        case Notification(method=method, params=params):
+            body["method"] = method
+            if params is not None:
+                body["params"] = params
+        case Response(id=request_id, result=result):
+            body.update(id=request_id, result=result)
+        case ErrorResponse(id=request_id, error=error):
+            body.update(id=request_id, error=_error_object(error))
     return body
+
+
+def _error_object(error: ErrorObject) -> JsonObject:
+    wire: JsonObject = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        wire["data"] = error.data
+    return wire
+
+
+def serialize(message: Message) -> bytes:
+    """The message as the bytes of one JSON document, or `Unencodable`."""
+    try:
+        return dumps(encode(message))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise Unencodable(type(exc).__name__) from None
 
 
 def error_response(request_id: RequestId | None, code: int, message: str, data: Any = None) -> ErrorResponse:

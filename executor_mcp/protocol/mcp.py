@@ -90,6 +90,51 @@ def _wire_path(problem: str) -> str:
     return f"{description} @ {'.'.join(segments)}"
 
 
+# How deeply `capabilities` may nest. Real clients use two or three levels; the session file keeps the
+# value, and anything much deeper only exists to break a recursive encoder.
+MAX_CAPABILITIES_DEPTH = 32
+
+
+def initialize_problems(params: InitializeParams) -> list[str]:
+    """What makes valid-looking initialize params unstorable: lone surrogates, absurd nesting."""
+    problems = [
+        f"Text is not valid Unicode (a lone surrogate) @ $.params.{path}"
+        for path, text in (
+            ("protocolVersion", params.protocol_version),
+            ("clientInfo.name", params.client_info.name),
+            ("clientInfo.version", params.client_info.version),
+        )
+        if not _encodable(text)
+    ]
+    problems.extend(_value_problems(params.capabilities, "$.params.capabilities", 1))
+    return problems
+
+
+def _value_problems(value: Any, path: str, depth: int) -> list[str]:
+    if isinstance(value, str):
+        return [] if _encodable(value) else [f"Text is not valid Unicode (a lone surrogate) @ {path}"]
+    if not isinstance(value, dict | list):
+        return []
+    if depth > MAX_CAPABILITIES_DEPTH:
+        return [f"Nested deeper than {MAX_CAPABILITIES_DEPTH} levels @ {path}"]
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    problems = []
+    for key, item in items:
+        if isinstance(key, str) and not _encodable(key):
+            problems.append(f"Key is not valid Unicode (a lone surrogate) @ {path}")
+            continue
+        problems.extend(_value_problems(item, f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]", depth + 1))
+    return problems
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def negotiate_version(requested: str) -> str:
     return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
 

@@ -14,12 +14,11 @@ import attrs
 import trio
 
 from executor_mcp.background import retrying
-from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import Refusal, Refused
-from executor_mcp.protocol.jsonrpc import Message, Request, encode
+from executor_mcp.protocol.jsonrpc import Message, Request
 from executor_mcp.sessions.lifecycle import Event as LifecycleEvent
 from executor_mcp.sessions.lifecycle import Lifecycle, State
-from executor_mcp.sessions.streams import Call, Event, Listener, Stream
+from executor_mcp.sessions.streams import Call, Listener, Stream, StreamEvent
 from executor_mcp.storage.records import SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import SessionFile
 from executor_mcp.toolserver.server import ToolServer
@@ -108,7 +107,7 @@ class Session:
             self._drained = trio.Event()
             await self._drained.wait()
 
-    def open_stream(self, expected: int, priming: Message | None) -> Stream:
+    def open_stream(self, expected: int, priming: bytes | None) -> Stream:
         stream = Stream(expected, priming)
         if priming is not None:
             self.streams[stream.id] = stream
@@ -189,5 +188,5 @@ class Session:
             self.listener = None
 
 
-def _stored(events: list[Event]) -> list[tuple[int, bytes]]:
-    return [(event.seq, dumps(encode(event.message))) for event in events]
+def _stored(events: list[StreamEvent]) -> list[tuple[int, bytes]]:
+    return [(event.seq, event.payload) for event in events]

@@ -6,61 +6,84 @@ event ids are `<stream id>:<seq as 16 hex digits>`), read by cursor: the POST th
 live, and if that connection drops, a later GET can pick the same log up after the last event id the
 client saw. It ends when every request it carries has been answered, by the tool server or by a
 refusal from the session's exit handling.
+
+A message is serialized once, when it enters a stream or a listener: readers, the replay caps and the
+session file only ever see bytes that encoded. An answer that cannot be encoded is replaced by a
+-32603 error for the same request, so the request still gets exactly one answer; any other message
+that cannot be encoded is dropped (and logged), since nothing waits on it.
 """
 
 import contextlib
+import logging
 import math
 import uuid
 
 import attrs
 import trio
 
-from executor_mcp.codec import dumps
-from executor_mcp.protocol.errors import Refused
+from executor_mcp.protocol.errors import Code, Refused
 from executor_mcp.protocol.jsonrpc import (
     ErrorResponse,
     Message,
     Request,
     RequestId,
     Response,
-    encode,
+    Unencodable,
     error_response,
+    serialize,
 )
+
+log = logging.getLogger(__name__)
 
 # A detached stream keeps at most this many events for replay, and this many bytes of them; the newest
 # is always kept. While its POST still reads it, nothing is dropped: that reader gets every event.
 MAX_EVENTS = 64
 MAX_EVENT_BYTES = 2 * 1024 * 1024
+UNENCODABLE_ANSWER = "Internal error: the result cannot be encoded as JSON"
 
 
 @attrs.frozen
-class Event:
+class StreamEvent:
+    """One event of a stream, as sent: the priming event's payload is empty. Only the bytes are kept."""
+
     seq: int
-    message: Message
+    payload: bytes
+    answer: bool = False  # a response or an error response (what a JSON answer collects)
+
+
+def encoded(message: Message) -> bytes | None:
+    """The message's bytes; an unencodable answer becomes a -32603 error, anything else None (dropped)."""
+    try:
+        return serialize(message)
+    except Unencodable as exc:
+        if not isinstance(message, Response | ErrorResponse):
+            log.warning("dropped an outgoing %s that cannot be encoded (%s)", type(message).__name__, exc)
+            return None
+        log.warning("answer to request %r cannot be encoded (%s); answering -32603", message.id, exc)
+        return serialize(error_response(message.id, Code.INTERNAL_ERROR, UNENCODABLE_ANSWER))
 
 
 class Stream:
     """The outbound side of one POST: its requests' notifications and answers, then the end."""
 
-    def __init__(self, expected: int, priming: Message | None = None) -> None:
+    def __init__(self, expected: int, priming: bytes | None = None) -> None:
         self.id = uuid.uuid4().hex
-        self.events: list[Event] = []
-        self.primed = priming is not None
+        self.events: list[StreamEvent] = []
         self.refused: Refused | None = None
         self._pending = expected
         self._seq = 0
-        self._sizes: dict[int, int] | None = None  # encoded sizes, measured once the stream is detached
+        self._detached = False
         self._changed = trio.Event()
         if priming is not None:
-            self._append(priming)
+            self._append(priming, answer=False)
 
     @property
     def finished(self) -> bool:
         return not self._pending
 
     def send(self, message: Message) -> None:
-        if self._pending:
-            self._append(message)
+        if self._pending and (payload := encoded(message)) is not None:
+            self._append(payload, answer=isinstance(message, Response | ErrorResponse))
 
     def answer(self, response: Response | ErrorResponse) -> None:
         self.send(response)
@@ -74,11 +97,11 @@ class Stream:
 
     def detach(self) -> None:
         """Its POST reader left: from now on only the replay caps' worth of events is kept."""
-        if self._sizes is None:
-            self._sizes = {}
+        if not self._detached:
+            self._detached = True
             self._trim()
 
-    async def read(self, after: int) -> list[Event]:
+    async def read(self, after: int) -> list[StreamEvent]:
         """The events after `after`, waiting for one if there is none yet; [] once finished and read."""
         while True:
             fresh = [event for event in self.events if event.seq > after]
@@ -87,22 +110,18 @@ class Stream:
             changed = self._changed
             await changed.wait()
 
-    def _append(self, message: Message) -> None:
+    def _append(self, payload: bytes, *, answer: bool) -> None:
         self._seq += 1
-        self.events.append(Event(self._seq, message))
-        if self._sizes is not None:
+        self.events.append(StreamEvent(self._seq, payload, answer))
+        if self._detached:
             self._trim()
         self._wake()
 
     def _trim(self) -> None:
-        assert self._sizes is not None
-        for event in self.events:
-            if event.seq not in self._sizes:
-                self._sizes[event.seq] = len(dumps(encode(event.message)))
         while len(self.events) > 1 and (
-            len(self.events) > MAX_EVENTS or sum(self._sizes[e.seq] for e in self.events) > MAX_EVENT_BYTES
+            len(self.events) > MAX_EVENTS or sum(len(e.payload) for e in self.events) > MAX_EVENT_BYTES
         ):
-            del self._sizes[self.events.pop(0).seq]
+            self.events.pop(0)
 
     def _settle_one(self) -> None:
         self._pending -= 1
@@ -134,20 +153,23 @@ class Listener:
     """The GET listen stream of a session: server-initiated messages until closed or superseded."""
 
     def __init__(self) -> None:
-        self._send, self._receive = trio.open_memory_channel[Message | Comment](math.inf)
+        self._send, self._receive = trio.open_memory_channel[bytes | Comment](math.inf)
 
     def send(self, item: Message | Comment) -> None:
+        queued = item if isinstance(item, Comment) else encoded(item)
+        if queued is None:
+            return
         # A message for a listener that already went away is dropped, as when there is no listener.
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            self._send.send_nowait(item)
+            self._send.send_nowait(queued)
 
     def close(self, comment: str | None = None) -> None:
         if comment is not None:
             self.send(Comment(comment))
         self._send.close()
 
-    async def receive(self) -> Message | Comment | None:
-        """The next item, or None once the listener has been closed and drained."""
+    async def receive(self) -> bytes | Comment | None:
+        """The next item (a message's bytes, or a comment), or None once closed and drained."""
         try:
             return await self._receive.receive()
         except trio.EndOfChannel:

@@ -1,6 +1,7 @@
 """The `/mcp` endpoint: Streamable HTTP on quart-trio.
 
-Checks run in a fixed order, each refusing with its exact envelope: method, authentication, headers,
+Checks run in a fixed order, each refusing with its exact envelope: (with `--auth none`, on every route
+and before routing) `Host` and `Origin`, then method, authentication, headers,
 body, JSON-RPC shape, `server/discover`, initialize rules, session id rules, protocol version, then
 the session itself (which may restore, or refuse by its lifecycle state). Only after all of that does
 a request reach the session's tool server.
@@ -12,16 +13,19 @@ alone as 202.
 
 import logging
 import secrets
+from typing import Any
 
 import trio
 from quart import Quart, Response, request
 from quart_trio import QuartTrio
+from quart_trio.wrappers.request import TrioBody, TrioRequest
 from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
+    BODY_TIMEOUT_SECONDS,
     MAX_BODY_BYTES,
     Code,
     Refusal,
@@ -31,7 +35,6 @@ from executor_mcp.protocol.errors import (
     envelope_headers,
 )
 from executor_mcp.protocol.jsonrpc import (
-    ErrorResponse,
     InvalidJson,
     InvalidMessage,
     Request,
@@ -46,6 +49,7 @@ from executor_mcp.protocol.mcp import (
     DISCOVER_METHOD,
     INITIALIZE_METHOD,
     InitializeParams,
+    initialize_problems,
     initialize_result,
     negotiate_version,
     structure_params,
@@ -54,6 +58,7 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
@@ -62,6 +67,7 @@ from executor_mcp.transport.streaming import listen_events, stream_events
 log = logging.getLogger(__name__)
 
 RESOURCE = MCP_PATH
+API_PREFIX = "/api"
 STREAMING_METHODS = frozenset({"tools/call"})
 _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
 # Every method reaches the policies API, which routes them itself and answers its own JSON errors.
@@ -107,8 +113,9 @@ class McpEndpoint:
         except InvalidMessage:
             raise Refused(Refusal.INVALID_MESSAGE) from None
         requests = [m for m in messages if isinstance(m, Request)]
-        if any(r.method == DISCOVER_METHOD for r in requests):
-            raise Refused(Refusal.METHOD_NOT_FOUND)
+        discover = next((r for r in requests if r.method == DISCOVER_METHOD), None)
+        if discover is not None:
+            raise Refused(Refusal.METHOD_NOT_FOUND, request_id=discover.id)
         initializes = [r for r in requests if r.method == INITIALIZE_METHOD]
         if initializes:
             if request.headers.get(rules.SESSION_HEADER):
@@ -133,10 +140,13 @@ class McpEndpoint:
         return await self._json_answer(session, stream, calls, batch)
 
     async def _initialize(self, message: Request, raw: bytes, principal: Principal) -> Response:
+        # Everything is checked before anything is created: a refused initialize leaves no file behind.
         try:
             params: InitializeParams = structure_params(message.params, InitializeParams)
+            if problems := initialize_problems(params):
+                raise RpcError(Code.INVALID_PARAMS, "Invalid params", problems)
         except RpcError as exc:
-            return _json(encode(error_response(message.id, exc.code, exc.message, exc.data)))
+            return _json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
         version = negotiate_version(params.protocol_version)
         # Chosen once, at creation, from the URL (upstream §3.1); never from the client's capabilities.
         mode = "native" if request.args.get("elicitation_mode") == "native" else "model"
@@ -145,19 +155,18 @@ class McpEndpoint:
         return _json(encode(answer), headers={rules.SESSION_HEADER: session.id})
 
     async def _json_answer(self, session: Session, stream: Stream, calls: list[Call], batch: bool) -> Response:
-        answers = []
+        answers: list[bytes] = []
         cursor = 0
         try:
             while events := await stream.read(cursor):
                 cursor = events[-1].seq
-                answers.extend(
-                    encode(event.message) for event in events if isinstance(event.message, RpcResponse | ErrorResponse)
-                )
+                answers.extend(event.payload for event in events if event.answer)
         finally:
             session.abandon(calls)
         if stream.refused is not None:
             raise stream.refused
-        return _json(answers if batch else answers[0])
+        body = b"[" + b",".join(answers) + b"]" if batch else answers[0]
+        return Response(body, status=200, content_type=rules.JSON)
 
     async def _get(self, principal: Principal) -> Response:
         rules.require_stream_accept(request.headers)
@@ -197,12 +206,24 @@ def _envelope(status: int, code: int, message: str, headers: dict[str, str] | No
 
 
 def _refused(exc: Refused) -> Response:
+    if _is_api(request.path):
+        return _api_error(exc.envelope.status, exc.message, envelope_headers(exc))
     return _json(envelope_body(exc), status=exc.envelope.status, headers=envelope_headers(exc))
+
+
+def _is_api(path: str) -> bool:
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+
+
+def _api_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """The `/api` form of a refusal, `{"error": ...}`, as documented in `policies_api.py`."""
+    return _json({"error": message}, status=status, headers=headers)
 
 
 _HTTP_REFUSALS = {
     404: Refusal.NOT_FOUND,
     405: Refusal.METHOD_NOT_ALLOWED,
+    408: Refusal.BODY_TIMEOUT,
     413: Refusal.BODY_TOO_LARGE,
 }
 
@@ -211,6 +232,8 @@ def _http_error(exc: HTTPException) -> Response:
     refusal = _HTTP_REFUSALS.get(exc.code or 500)
     if refusal is not None:
         return _refused(Refused(refusal))
+    if _is_api(request.path):
+        return _api_error(exc.code or 500, exc.name)
     return _envelope(exc.code or 500, Code.TRANSPORT, exc.name)
 
 
@@ -222,10 +245,41 @@ def _defect(exc: Exception) -> Response:
     return _refused(Refused(Refusal.INTERNAL))
 
 
-def _cors(response: Response) -> Response:
-    for name, value in rules.CORS.items():
-        response.headers.setdefault(name, value)
-    return response
+class _Body(TrioBody):
+    """A request body that knows whether the client has finished sending it."""
+
+    received = False
+
+    def set_complete(self) -> None:
+        self.received = True
+        super().set_complete()
+
+
+class _Request(TrioRequest):
+    body_class = _Body
+
+
+class _App(QuartTrio):
+    """quart-trio, with the last write of every response shielded.
+
+    Finishing a response while the client still owes body bytes makes hypercorn close the connection
+    from inside that last write, just as quart-trio cancels the request's tasks (the client "left"):
+    unshielded, the close is itself cancelled and the socket stays open, so a client that sends
+    `Content-Length: 1000` and stalls would hold its connection (and a descriptor) forever. Such an
+    answer also says `Connection: close`, so the client does not reuse a connection about to close.
+    """
+
+    request_class = _Request
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def send_last_shielded(message: Any) -> None:
+            if message.get("type") == "http.response.body" and not message.get("more_body", False):
+                with trio.CancelScope(shield=True):
+                    await send(message)
+            else:
+                await send(message)
+
+        await super().__call__(scope, receive, send_last_shielded if scope.get("type") == "http" else send)
 
 
 def create_app(
@@ -234,10 +288,14 @@ def create_app(
     public: PublicUrl,
     policies: Policies,
     authorization_servers: tuple[str, ...] = (),
+    browser: BrowserGuard | None = None,
 ) -> Quart:
-    app = QuartTrio("executor_mcp")
-    # Quart's 60 s default response timeout would silently cut SSE streams.
-    app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES)
+    """The HTTP app. `browser` is the `--auth none` Origin/Host guard (off by default, as with bearers)."""
+    guard = browser or BrowserGuard(enabled=False)
+    # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
+    app = _App("executor_mcp", static_folder=None)
+    # Quart's 60 s default response timeout would silently cut SSE streams; a body gets a bounded time.
+    app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, BODY_TIMEOUT=BODY_TIMEOUT_SECONDS)
     endpoint = McpEndpoint(manager, authenticator)
     app.add_url_rule(
         "/mcp",
@@ -256,17 +314,45 @@ def create_app(
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
     api = PoliciesApi(policies, authenticator)
     app.add_url_rule(
-        "/api/policies", "policies", api.collection, methods=POLICY_API_METHODS, provide_automatic_options=False
+        API_PREFIX + "/policies",
+        "policies",
+        api.collection,
+        methods=POLICY_API_METHODS,
+        provide_automatic_options=False,
     )
     app.add_url_rule(
-        "/api/policies/<policy_id>",
+        API_PREFIX + "/policies/<policy_id>",
         "policy",
         api.item,
         methods=POLICY_API_METHODS,
         provide_automatic_options=False,
     )
+
+    async def refuse_browsers() -> Response | None:
+        """Before any route (and before routing: unknown paths too), the `--auth none` browser checks."""
+        refusal = guard.refusal(request.headers)
+        return None if refusal is None else _refused(Refused(refusal))
+
+    async def finish(response: Response) -> Response:
+        """Every answer: `Connection: close` if the body is still owed, and the mode's CORS headers."""
+        declares_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
+        if declares_body and not request.body.received:
+            response.headers["Connection"] = "close"
+        allowed = guard.cors_origin(request.headers)
+        if allowed is None:
+            for name in {name for name, _ in response.headers.items() if name.lower().startswith("access-control-")}:
+                del response.headers[name]
+            return response
+        for name, value in rules.CORS.items():
+            response.headers.setdefault(name, value)
+        if allowed != "*":
+            response.headers["Access-Control-Allow-Origin"] = allowed
+            response.headers.add("Vary", "Origin")
+        return response
+
+    app.before_request(refuse_browsers)
     app.register_error_handler(Refused, _refused)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _defect)
-    app.after_request(_cors)
+    app.after_request(finish)
     return app

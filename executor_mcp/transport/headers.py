@@ -26,7 +26,23 @@ PREFLIGHT = {
 
 
 def _media_types(value: str) -> set[str]:
-    return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
+    """The media types a header lists as acceptable: `q=0` means "not acceptable" (RFC 9110 §12.4.2)."""
+    accepted = set()
+    for part in value.split(","):
+        media_type, *parameters = (piece.strip() for piece in part.split(";"))
+        if not any(_is_zero_weight(parameter) for parameter in parameters):
+            accepted.add(media_type.lower())
+    return accepted
+
+
+def _is_zero_weight(parameter: str) -> bool:
+    name, _, weight = parameter.partition("=")
+    if name.strip().lower() != "q":
+        return False
+    try:
+        return float(weight) == 0
+    except ValueError:
+        return False
 
 
 def require_post_accept(headers: Mapping[str, str]) -> None:

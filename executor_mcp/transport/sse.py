@@ -1,14 +1,17 @@
-"""Server-sent event framing for JSON-RPC messages."""
+"""Server-sent event framing for JSON-RPC messages, already serialized to bytes."""
 
-from executor_mcp.codec import dumps
-from executor_mcp.protocol.jsonrpc import Message, Notification, encode
+import re
 
 KEEPALIVE = b": keepalive\n\n"
 REPLAY_COMPLETE = b": replay-complete\n\n"
 MAX_AGE_ROTATION = b": max-age rotation, reconnect\n\n"
-# The first event of every tools/call stream: it carries an event id before any result exists, so a
-# client whose connection drops mid-call knows it can resume (upstream §2.7, "priming events").
-PRIMING = Notification(method="notifications/message", params={"level": "debug", "data": "mcp-stream-priming"})
+# The payload of the first event of every tools/call stream: an event id with empty data, so a client
+# whose connection drops mid-call knows it can resume (upstream §2.7; the MCP spec's priming event). It
+# has no event name and no message, so clients neither dispatch nor warn about it.
+PRIMING = b""
+
+# Event ids are ours (`event_id`); anything else a client sends back names no stream of this server.
+_EVENT_ID = re.compile(r"([0-9a-f]{32}):([0-9a-f]{16})")
 
 
 def event_id(stream_id: str, seq: int) -> str:
@@ -16,23 +19,20 @@ def event_id(stream_id: str, seq: int) -> str:
 
 
 def parse_event_id(text: str) -> tuple[str, int] | None:
-    stream_id, separator, seq = text.strip().rpartition(":")
-    if not separator or not stream_id or len(seq) != 16:
+    """A `Last-Event-ID` this server could have issued, or None (the client then gets a fresh stream)."""
+    match = _EVENT_ID.fullmatch(text.strip())
+    if match is None:
         return None
-    try:
-        return stream_id, int(seq, 16)
-    except ValueError:
-        return None
+    return match.group(1), int(match.group(2), 16)
 
 
-def message_event(message: Message, event: str | None = None, kind: str = "message") -> bytes:
-    head = f"event: {kind}\n" + (f"id: {event}\n" if event else "")
-    return head.encode() + b"data: " + dumps(encode(message)) + b"\n\n"
-
-
-def raw_event(payload: bytes, event: str) -> bytes:
-    return b"event: message\nid: " + event.encode() + b"\ndata: " + payload + b"\n\n"
+def message_event(payload: bytes, event: str | None = None) -> bytes:
+    """One SSE event: `message` with its id, or (empty payload) the priming event, an id and no data."""
+    head = f"id: {event}\n".encode() if event else b""
+    if not payload:
+        return head + b"data: \n\n"
+    return b"event: message\n" + head + b"data: " + payload + b"\n\n"
 
 
 def comment(text: str) -> bytes:
-    return b": " + text.replace("\n", " ").encode() + b"\n\n"
+    return b": " + text.replace("\n", " ").replace("\r", " ").encode() + b"\n\n"

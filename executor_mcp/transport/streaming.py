@@ -19,7 +19,6 @@ from executor_mcp.transport.sse import (
     comment,
     event_id,
     message_event,
-    raw_event,
 )
 
 KEEPALIVE_SECONDS = 25.0
@@ -33,8 +32,7 @@ async def stream_events(session: Session, stream: Stream, calls: list[Call]):
     try:
         while events := await stream.read(cursor):
             for event in events:
-                kind = "mcp-priming" if stream.primed and event.seq == 1 else "message"
-                yield message_event(event.message, event_id(stream.id, event.seq), kind)
+                yield message_event(event.payload, event_id(stream.id, event.seq))
             cursor = events[-1].seq
         complete = True
     finally:
@@ -99,7 +97,7 @@ async def _replay(session: Session, resume_from: tuple[str, int] | None):
             cursor = after
             while events := await live.read(cursor):
                 for event in events:
-                    yield message_event(event.message, event_id(live.id, event.seq)), live.id, False
+                    yield message_event(event.payload, event_id(live.id, event.seq)), live.id, False
                 cursor = events[-1].seq
             yield None, live.id, False
             done.add(stream_id)
@@ -107,17 +105,17 @@ async def _replay(session: Session, resume_from: tuple[str, int] | None):
             stored = await session.runtime.file.events_after(stream_id, after)
             if stored:
                 for seq, payload in stored:
-                    yield raw_event(payload, event_id(stream_id, seq)), stream_id, True
+                    yield message_event(payload, event_id(stream_id, seq)), stream_id, True
                 yield None, stream_id, True
                 done.add(stream_id)
     for live in [s for s in session.streams.values() if s.finished and s.id not in done]:
         for event in live.events:
-            yield message_event(event.message, event_id(live.id, event.seq)), live.id, False
+            yield message_event(event.payload, event_id(live.id, event.seq)), live.id, False
         yield None, live.id, False
         done.add(live.id)
     if session.runtime is not None:
         for stream_id, stored in await session.runtime.file.undelivered():
             if stream_id not in done and stored:
                 for seq, payload in stored:
-                    yield raw_event(payload, event_id(stream_id, seq)), stream_id, True
+                    yield message_event(payload, event_id(stream_id, seq)), stream_id, True
                 yield None, stream_id, True

@@ -190,15 +190,9 @@ async def test_tool_calls_are_primed_and_numbered(probed: ServerUnderTest, http:
     session_id = await open_session(http, probed.url)
     response = await post(http, probed.url, call_body(1, "echo", text="hi"), session_id)
     frames = [frame for frame in response.text.split("\n\n") if frame]
-    assert frames[0].startswith("event: mcp-priming\nid: ")
-    priming = {
-        "jsonrpc": "2.0",
-        "method": "notifications/message",
-        "params": {"level": "debug", "data": "mcp-stream-priming"},
-    }
-    assert json.loads(frames[0].split("data: ", 1)[1]) == priming
-    stream_id = frames[0].split("\n")[1].removeprefix("id: ").rsplit(":", 1)[0]
-    assert frames[0].split("\n")[1] == f"id: {stream_id}:0000000000000001"
+    # The priming event is an id with empty data: no event name, no message (MCP's priming event).
+    stream_id = frames[0].split("\n")[0].removeprefix("id: ").rsplit(":", 1)[0]
+    assert frames[0] == f"id: {stream_id}:0000000000000001\ndata: "
     assert frames[1].startswith(f"event: message\nid: {stream_id}:0000000000000002\n")
 
 

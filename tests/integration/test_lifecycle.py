@@ -205,8 +205,10 @@ async def test_the_restart_envelope_then_a_retry_after_the_delay_succeeds(
 
 
 @pytest.mark.slow
-async def test_the_sdk_client_resumes_a_severed_call_and_gets_its_result(server: ServerUnderTest, nursery) -> None:
+async def test_the_sdk_client_resumes_a_severed_call_and_gets_its_result(nursery, data_dir: Path) -> None:
     """The stream of a running execute is cut mid-call; the stock client reconnects with Last-Event-ID."""
+    # The relay is another port on loopback, so its Host is allowed explicitly, as for any local proxy.
+    server = await start_server(nursery, data_dir, allowed_host=("127.0.0.1",))
     relay = SeveringRelay(target_port=int(server.running.url.rsplit(":", 1)[1]))
     await relay.start(nursery)
     async with connect(relay.url, mode="legacy") as (client, _):

@@ -14,11 +14,21 @@ from executor_mcp.protocol.jsonrpc import (
     Notification,
     Request,
     Response,
+    Unencodable,
     encode,
     error_response,
     parse_body,
+    serialize,
 )
-from executor_mcp.protocol.mcp import CallToolParams, InitializeParams, negotiate_version, structure_params
+from executor_mcp.protocol.mcp import (
+    MAX_CAPABILITIES_DEPTH,
+    CallToolParams,
+    Implementation,
+    InitializeParams,
+    initialize_problems,
+    negotiate_version,
+    structure_params,
+)
 
 
 def _parse(value: object) -> tuple[list, bool]:
@@ -116,3 +126,56 @@ def test_problems_name_the_fields_as_sent() -> None:
 def test_version_negotiation() -> None:
     assert negotiate_version("2025-03-26") == "2025-03-26"
     assert negotiate_version("2024-11-05") == "2025-11-25"
+
+
+def _nested(depth: int) -> object:
+    value: object = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_deep_but_valid_result_serializes() -> None:
+    """Encoding does not walk payloads recursively: what JSON carries, the wire carries."""
+    raw = serialize(Response(id=1, result={"value": _nested(350)}))
+    assert json.loads(raw)["result"]["value"] == _nested(350)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{"value": float("nan")}, {"value": float("inf")}, {"value": _nested(5000)}, {"value": {1, 2}}, {"value": b"x"}],
+    ids=["nan", "infinity", "too-deep", "set", "bytes"],
+)
+def test_what_is_not_json_is_unencodable(result: dict) -> None:
+    with pytest.raises(Unencodable):
+        serialize(Response(id=1, result=result))
+
+
+def test_lone_surrogates_become_replacement_characters() -> None:
+    raw = serialize(Request(id="\ud800", method="tools/call", params={"name": "a\udc00b", "ok": "\U0001f600"}))
+    assert json.loads(raw) == {
+        "jsonrpc": "2.0",
+        "id": "\ufffd",
+        "method": "tools/call",
+        "params": {"name": "a\ufffdb", "ok": "\U0001f600"},
+    }
+
+
+def _initialize(name: str = "c", version: str = "1", capabilities: dict | None = None) -> InitializeParams:
+    return InitializeParams("2025-06-18", capabilities or {}, Implementation(name, version))
+
+
+def test_storable_initialize_params_have_no_problems() -> None:
+    assert initialize_problems(_initialize(capabilities={"roots": {"listChanged": True}, "x": [1, "a"]})) == []
+
+
+def test_unstorable_initialize_params_are_named() -> None:
+    assert initialize_problems(_initialize(name="\ud800")) == [
+        "Text is not valid Unicode (a lone surrogate) @ $.params.clientInfo.name"
+    ]
+    assert initialize_problems(_initialize(capabilities={"a": {"\udfff": 1}})) == [
+        "Key is not valid Unicode (a lone surrogate) @ $.params.capabilities.a"
+    ]
+    deep = initialize_problems(_initialize(capabilities={"a": _nested(MAX_CAPABILITIES_DEPTH + 5)}))
+    assert len(deep) == 1
+    assert deep[0].startswith(f"Nested deeper than {MAX_CAPABILITIES_DEPTH} levels @ $.params.capabilities.a")
