@@ -178,7 +178,7 @@ async def _serve(
         build_catalog(),
         policies,
         Book(approval_window=settings.approval_window),
-        Admission(settings.max_executions_per_account),
+        Admission(settings.execution_limit_per_account),
     )
     idle = IdlePolicy(
         session_timeout=settings.session_timeout,

@@ -128,3 +128,13 @@ def test_relative_paths_in_a_config_file_are_relative_to_it(tmp_path: Path) -> N
     assert settings.jwt_secret_file == Path("/etc/key")
     from_flag = load_settings({"config": str(config), "data_dir": "here"}, environ={})
     assert from_flag.data_dir == Path("here")
+
+
+def test_the_per_account_execution_limit_defaults_by_auth_mode() -> None:
+    """With bearers accounts are protected from each other; `--auth none` has one principal to protect from nobody."""
+    assert load_settings({"auth": "jwt"}, environ={}).execution_limit_per_account == 16
+    assert load_settings({}, environ={}).execution_limit_per_account == 64
+    assert load_settings({"sandbox_workers": "8"}, environ={}).execution_limit_per_account == 8
+    explicit = {"max_executions_per_account": "3"}
+    assert load_settings(explicit, environ={}).execution_limit_per_account == 3
+    assert load_settings({**explicit, "auth": "jwt"}, environ={}).execution_limit_per_account == 3
