@@ -22,6 +22,10 @@ Requests and replies (one reply per request):
 `outbox` lists what the code now waits on (`call`, `timer`, `clear`); `done` is the outcome once the
 code's promise settled, after which the context is dropped. `retire` asks the server not to reuse this
 process (after a limit breach the engine's state is not worth trusting).
+
+Every execution gets a context of its own, never used before. Building one and evaluating the prelude
+in it is most of what starting an execution costs, so once a reply is written the worker builds the
+next execution's context while it waits (a `Realm`), with the limits the last `start` asked for.
 """
 
 import json
@@ -34,6 +38,7 @@ import threading
 import time
 from typing import Any, BinaryIO
 
+import attrs
 import quickjs
 
 from executor_mcp.sandbox.prelude import prelude
@@ -50,22 +55,61 @@ _NEARLY_FULL = 0.9
 _ORPHANED = 3
 
 
+@attrs.frozen
+class RealmLimits:
+    """What a context is built with: the same for every execution of one server."""
+
+    memory: int
+    stack: int
+    max_timers: int
+    max_tool_calls: int
+
+    @classmethod
+    def of(cls, start: dict[str, Any]) -> "RealmLimits":
+        return cls(start["memory"], start["stack"], start["max_timers"], start["max_tool_calls"])
+
+
+class Realm:
+    """A fresh QuickJS context for one execution, with its prelude loaded or still to load."""
+
+    def __init__(self, limits: RealmLimits) -> None:
+        self.limits = limits
+        self.context = quickjs.Context()
+        self.context.set_memory_limit(limits.memory)
+        self.context.set_max_stack_size(limits.stack)
+        self._loaded = False
+
+    def load(self) -> None:
+        if not self._loaded:
+            self.context.eval(prelude(max_timers=self.limits.max_timers, max_tool_calls=self.limits.max_tool_calls))
+            self._loaded = True
+
+    @classmethod
+    def ready(cls, limits: RealmLimits) -> "Realm | None":
+        """A realm with its prelude loaded, or None if it cannot be built now (it is then built at start,
+        where a failure becomes the execution's outcome)."""
+        realm = cls(limits)
+        try:
+            realm.load()
+        except quickjs.JSException:
+            return None
+        return realm
+
+
 class Execution:
-    def __init__(self, code: str, memory: int, stack: int, cpu: float, *, max_timers: int, max_tool_calls: int) -> None:
+    def __init__(self, code: str, cpu: float, realm: Realm) -> None:
         self.cpu_budget = cpu
         self.cpu_used = 0.0
-        self.memory = memory
+        self.memory = realm.limits.memory
         self.prepared: Prepared | None = None
-        self.context = quickjs.Context()
-        self.context.set_memory_limit(memory)
-        self.context.set_max_stack_size(stack)
+        self.context = realm.context
+        self._realm = realm
         self._code = code
         self._loading = False  # while the agent's program is parsed (and runs up to its first await)
-        self._prelude = prelude(max_timers=max_timers, max_tool_calls=max_tool_calls)
 
     def start(self) -> dict[str, Any]:
         def run() -> None:
-            self.context.eval(self._prelude)
+            self._realm.load()
             self.prepared = prepare(self._code)
             self._loading = True
             self.context.eval(self.prepared.program)
@@ -195,17 +239,15 @@ def _read(stream: BinaryIO, decoder: FrameDecoder) -> dict[str, Any] | None:
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
     decoder = FrameDecoder()
     execution: Execution | None = None
+    limits: RealmLimits | None = None
+    spare: Realm | None = None
     while (message := _read(stdin, decoder)) is not None:
         op = message.get("op")
         if op == "start":
-            execution = Execution(
-                message["code"],
-                message["memory"],
-                message["stack"],
-                message["cpu"],
-                max_timers=message["max_timers"],
-                max_tool_calls=message["max_tool_calls"],
-            )
+            limits = RealmLimits.of(message)
+            realm = spare if spare is not None and spare.limits == limits else Realm(limits)
+            spare = None
+            execution = Execution(message["code"], message["cpu"], realm)
             reply = execution.start()
         elif execution is not None and op == "settle":
             reply = execution.settle(message["id"], message["ok"], message.get("payload"))
@@ -220,6 +262,8 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             frame, execution = encode(_too_large(len(frame))), None
         stdout.write(frame)
         stdout.flush()
+        if execution is None and spare is None and limits is not None:
+            spare = Realm.ready(limits)
 
 
 def main() -> int:

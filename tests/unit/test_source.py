@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 
 from executor_mcp.sandbox.source import prepare
-from executor_mcp.sandbox.worker import Execution
+from executor_mcp.sandbox.worker import Execution, Realm, RealmLimits
+
+LIMITS = RealmLimits(memory=64 << 20, stack=1 << 20, max_timers=100, max_tool_calls=100)
 
 
 def start(code: str) -> tuple[Execution, dict[str, Any]]:
-    execution = Execution(code, memory=64 << 20, stack=1 << 20, cpu=2.0, max_timers=100, max_tool_calls=100)
+    execution = Execution(code, cpu=2.0, realm=Realm(LIMITS))
     return execution, execution.start()
 
 
@@ -340,3 +342,18 @@ def test_this_parameter_is_stripped() -> None:
 
 def test_class_method_overload_signatures_are_stripped() -> None:
     assert value("class K {\n  m(): void;\n  m(a?: number) { return a }\n}\nreturn new K().m(2);") == 2
+
+
+def test_a_prepared_realm_runs_like_a_fresh_one_and_knows_nothing_of_the_last_execution() -> None:
+    spoiled = Execution(
+        "Object.prototype.x = 1; JSON.stringify = () => 'p'; globalThis.y = 2; return 0", 2.0, Realm(LIMITS)
+    )
+    assert spoiled.start()["done"]["ok"]
+    ready = Realm.ready(LIMITS)
+    assert ready is not None
+    clean = Execution("return [({}).x, typeof globalThis.y, JSON.stringify({a: 1})]", 2.0, ready)
+    assert json.loads(clean.start()["done"]["result"]) == [None, "undefined", '{"a":1}']
+
+
+def test_a_realm_whose_prelude_cannot_load_is_built_at_start_instead() -> None:
+    assert Realm.ready(RealmLimits(memory=64 << 10, stack=1 << 20, max_timers=100, max_tool_calls=100)) is None
