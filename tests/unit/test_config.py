@@ -132,9 +132,9 @@ def test_relative_paths_in_a_config_file_are_relative_to_it(tmp_path: Path) -> N
 
 def test_the_per_account_execution_limit_defaults_by_auth_mode() -> None:
     """With bearers accounts are protected from each other; `--auth none` has one principal to protect from nobody."""
-    assert load_settings({"auth": "jwt"}, environ={}).execution_limit_per_account == 16
+    assert Settings(auth="jwt", jwks_url="https://id.example/jwks").execution_limit_per_account == 16
     assert load_settings({}, environ={}).execution_limit_per_account == 64
     assert load_settings({"sandbox_workers": "8"}, environ={}).execution_limit_per_account == 8
-    explicit = {"max_executions_per_account": "3"}
-    assert load_settings(explicit, environ={}).execution_limit_per_account == 3
-    assert load_settings({**explicit, "auth": "jwt"}, environ={}).execution_limit_per_account == 3
+    assert load_settings({"max_executions_per_account": "3"}, environ={}).execution_limit_per_account == 3
+    explicit = Settings(auth="jwt", jwks_url="https://id.example/jwks", max_executions_per_account=3)
+    assert explicit.execution_limit_per_account == 3
