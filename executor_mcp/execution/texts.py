@@ -53,7 +53,8 @@ Run JavaScript or TypeScript in a sandbox. Your code is the body of an async fun
   world only through `tools`.
 - `tools` is a lazy proxy: it cannot be enumerated (`Object.keys(tools)` throws); search instead.
 - `setTimeout` and `clearTimeout` work; there is a CPU budget, a memory cap and a wall-clock budget that
-  does not run while a tool call is in flight.
+  does not run while a tool call is in flight, and a bound on pending timers and on tool calls in flight
+  (past it, `setTimeout` throws and a tool call rejects, naming the bound).
 - TypeScript types are stripped, not checked. Decorators and `enum` are not supported.
 - Results must be JSON-serializable; large results are truncated in the text shown to you.
 """
