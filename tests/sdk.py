@@ -1,5 +1,6 @@
 """The official `mcp` Python SDK client, wired so tests can see and reuse session ids."""
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -52,3 +53,10 @@ async def execute(client: Client, code: str):
 def text_of(result) -> str:
     """All text blocks of a tool result, joined by newlines."""
     return "\n".join(block.text for block in result.content)
+
+
+def execution_id(result) -> str:
+    """The `executionId` a paused execution's text gives."""
+    match = re.search(r"\bexecutionId:\s*(\S+)", text_of(result))
+    assert match, text_of(result)
+    return match.group(1)

@@ -1,6 +1,5 @@
 """Policies, approval pauses and resumes, through the official MCP client and the HTTP API."""
 
-import re
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,7 @@ from mcp.types import ElicitResult
 from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, start_server
 from tests.process import run_cli
-from tests.sdk import connect, text_of
+from tests.sdk import connect, execution_id, text_of
 
 CREATE = (
     'return await tools.executor.coreTools.policies.create({ owner: "org", pattern: "github.*", action: "block" });'
@@ -22,12 +21,6 @@ CREATE = (
 LIST = "return (await tools.executor.coreTools.policies.list({})).data.policies;"
 DECLINED = 'Tool "executor.coreTools.policies.create" requires approval but the request was declined by the user.'
 RECOVERY = "run the execute tool again"
-
-
-def execution_id(result) -> str:
-    match = re.search(r"\bexecutionId:\s*(\S+)", text_of(result))
-    assert match, text_of(result)
-    return match.group(1)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ limit on executions in progress, the fair share of sandbox workers, and the appr
 elicitation."""
 
 import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,16 +18,10 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.auth_support import SECRET, bearer, mint
 from tests.conftest import ServerUnderTest, start_server
 from tests.mcp_http import headers, initialize_body, post, sse_messages
-from tests.sdk import text_of
+from tests.sdk import execution_id, text_of
 
 CREATE = 'return await tools.executor.coreTools.policies.create({ owner: "user", pattern: "a.b", action: "block" });'
 LOOP = "while (true) {}"
-
-
-def execution_id(result) -> str:
-    match = re.search(r"\bexecutionId:\s*(\S+)", text_of(result))
-    assert match, text_of(result)
-    return match.group(1)
 
 
 async def execute(client: Client, code: str):
