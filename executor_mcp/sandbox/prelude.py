@@ -15,7 +15,11 @@ binding cannot read, so what the host reads is first copied flat with `slice`.)
 
 Fan-out is bounded here first, with errors the code can read: at most `max_timers` pending timers and
 `max_tool_calls` tool calls in flight per execution (the host enforces the same bounds, since it trusts
-no worker). A timer's delay is clamped to [0, 2^31 - 1] ms, as JavaScript engines do.
+no worker). A timer's delay is clamped to [0, 2^31 - 1] ms, as JavaScript engines do. The outbox lists
+clears before new timers, because the host counts pending timers item by item: replacing a timer at the
+bound must not count the new one before the old one is gone. Timers cleared before they were reported
+are dropped from the list of new ones once they outnumber the live ones, so a set-and-clear loop cannot
+grow what `drain` walks (outside the CPU budget) beyond a bound.
 
 The code itself is wrapped so its own line numbers are kept: the wrapper opens on the line before the
 code (`CODE_LINE_OFFSET`), and no wrapper text shares a line with it. The prelude is evaluated as one
@@ -220,15 +224,15 @@ _PRELUDE_SOURCE = r"""
     __proto__: null,
     drain() {
       let text = joined(calls);
+      for (let index = 0; index < cleared.length; index++) {
+        text += (text ? "," : "") + '{"kind":"clear","id":' + cleared[index] + "}";
+      }
       for (let index = 0; index < newTimers.length; index++) {
         const id = newTimers[index];
         const timer = timers[id];
         if (timer === undefined) continue;
         timer.reported = true;
         text += (text ? "," : "") + '{"kind":"timer","id":' + id + ',"ms":' + timer.delay + "}";
-      }
-      for (let index = 0; index < cleared.length; index++) {
-        text += (text ? "," : "") + '{"kind":"clear","id":' + cleared[index] + "}";
       }
       calls = [];
       newTimers = [];
@@ -321,6 +325,13 @@ _PRELUDE_SOURCE = r"""
     timers[id] = { __proto__: null, callback, args, delay, reported: false };
     append(newTimers, id);
     timerCount++;
+    if (newTimers.length > 2 * timerCount + 64) {
+      const live = [];
+      for (let index = 0; index < newTimers.length; index++) {
+        if (timers[newTimers[index]] !== undefined) append(live, newTimers[index]);
+      }
+      newTimers = live;
+    }
     return id;
   };
   globalThis.clearTimeout = (id) => {

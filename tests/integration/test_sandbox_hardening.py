@@ -186,6 +186,17 @@ async def test_the_bounds_are_configurable(nursery, data_dir: Path) -> None:
         assert "at most 2 tool calls" in text_of(result)
 
 
+async def test_replacing_a_timer_at_the_bound_is_not_counted_twice(nursery, data_dir: Path) -> None:
+    """The clear of a reported timer and a new timer in one step: the host must see the clear first."""
+    server = await start_server(nursery, data_dir, execution_max_timers=2)
+    async with connect(server.url, mode="legacy") as (client, _):
+        code = (
+            "let t = setTimeout(() => {}, 5000); await tools.search({ query: 'x' }); clearTimeout(t);"
+            "t = setTimeout(() => {}, 10); await new Promise((r) => setTimeout(r, 20)); return 'replaced'"
+        )
+        assert text_of(await run(client, code)) == "replaced"
+
+
 @pytest.mark.slow
 async def test_a_flood_elsewhere_keeps_a_neighbours_return_fast(executor: ServerUnderTest) -> None:
     latencies: list[float] = []
