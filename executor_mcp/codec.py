@@ -71,6 +71,25 @@ def dumps(value: Any) -> bytes:
         return _LONE_SURROGATE.sub("\ufffd", text).encode()
 
 
+# Deeper than this, JSON is refused where it would be passed on: the official MCP clients' parsers give
+# up at about 200 levels, Python's at about 1,000.
+MAX_DEPTH = 100
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON data nests more than `limit` arrays and objects deep; iterative, so any depth is safe."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [child for item in level if isinstance(item, dict | list) for child in _children(item)]
+        if not level:
+            return False
+    return True
+
+
+def _children(container: dict | list) -> Any:
+    return container.values() if isinstance(container, dict) else container
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 

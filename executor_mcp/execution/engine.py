@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import trio
 
-from executor_mcp.codec import loads
+from executor_mcp.codec import MAX_DEPTH, deeper_than, loads
 from executor_mcp.sandbox.pool import Worker, WorkerLost, WorkerMisbehaved, WorkerPool
 from executor_mcp.sandbox.prelude import MAX_DELAY_MS
 from executor_mcp.tools.errors import ToolThrow
@@ -38,6 +38,10 @@ from executor_mcp.tools.errors import ToolThrow
 log = logging.getLogger(__name__)
 
 STEP_GRACE = 5.0
+RESULT_TOO_DEEP = (
+    f"The execution's result is nested more than {MAX_DEPTH} levels deep, deeper than MCP clients read; "
+    "return it flatter"
+)
 _MAX_ID = 2**53
 
 
@@ -254,8 +258,12 @@ def _outcome(done: Any) -> Outcome:
         text = done.get("text")
         try:
             result = loads(done["result"])
-        except (ValueError, RecursionError):
+        except RecursionError:
+            return Outcome(ok=False, error=RESULT_TOO_DEEP, logs=logs, emitted=emitted)
+        except ValueError:
             raise _broken("a result that is not JSON") from None
+        if deeper_than(result):
+            return Outcome(ok=False, error=RESULT_TOO_DEEP, logs=logs, emitted=emitted)
         return Outcome(
             ok=True,
             result=result,

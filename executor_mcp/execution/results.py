@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from executor_mcp.codec import JsonObject
+from executor_mcp.codec import JsonObject, deeper_than
 from executor_mcp.execution.engine import Outcome
 
 MAX_TEXT = 30_000
@@ -68,6 +68,8 @@ def _text(text: str) -> JsonObject:
 
 
 def _emitted_blocks(item: Any) -> list[JsonObject]:
+    if deeper_than(item):
+        return [_text(INVALID_ITEM)]
     if isinstance(item, str):
         return [_text(item)]
     if isinstance(item, dict) and item.get("type") in _CONTENT_TYPES:

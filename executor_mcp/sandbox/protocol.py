@@ -61,6 +61,8 @@ class FrameDecoder:
             message = json.loads(payload, parse_constant=_not_json)
         except ValueError as exc:
             raise FrameError(f"frame is not JSON: {exc}") from None
+        except RecursionError:
+            raise FrameError("frame is nested too deeply") from None
         if not isinstance(message, dict):
             raise FrameError("frame is not a JSON object")
         return message

@@ -53,6 +53,10 @@ _SYNTAX = "SyntaxError: "
 _BARE = frozenset({"null", "undefined"})
 _NEARLY_FULL = 0.9
 _ORPHANED = 3
+TOO_DEEP = (
+    "The execution's output (a tool call's arguments, an emitted value or its logs) is nested too deeply to pass "
+    "on (about 1,000 levels at most); flatten it"
+)
 
 
 @attrs.frozen
@@ -131,9 +135,13 @@ class Execution:
                 pass
             outbox = json.loads(self.context.eval("__executor.drain()"))
             state = self.context.eval("__executor.state()")
+            finished = None if state is None else json.loads(state)
         except quickjs.JSException as exc:
             return self._failed(str(exc))
-        done = None if state is None else self._finish(json.loads(state))
+        except RecursionError:
+            # JavaScript nests deeper than Python's parser goes: tool arguments, emitted values or logs.
+            return _ended(TOO_DEEP, retire=False)
+        done = None if finished is None else self._finish(finished)
         return {"op": "step", "outbox": outbox, "done": done, "retire": False}
 
     def _metered(self, call):
@@ -182,8 +190,7 @@ class Execution:
             message = self.prepared.syntax_error(head.removeprefix(_SYNTAX), line, column)
         else:
             message = self._describe(head, rest)
-        done = {"ok": False, "error": message, "logs": [], "emitted": []}
-        return {"op": "step", "outbox": [], "done": done, "retire": retire}
+        return _ended(message, retire=retire)
 
     def _describe(self, message: str, stack: str) -> str:
         """The message, with the first position that lies in the agent's code, as (line:column)."""
@@ -200,8 +207,12 @@ def _too_large(size: int) -> dict[str, Any]:
         f"The execution's output ({size // (1024 * 1024)} MiB with its logs and tool call arguments) exceeds the "
         f"{MAX_FRAME // (1024 * 1024)} MiB a sandbox can send; return or pass less data"
     )
+    return _ended(error, retire=True)
+
+
+def _ended(error: str, *, retire: bool) -> dict[str, Any]:
     done = {"ok": False, "error": error, "logs": [], "emitted": []}
-    return {"op": "step", "outbox": [], "done": done, "retire": True}
+    return {"op": "step", "outbox": [], "done": done, "retire": retire}
 
 
 def _confine() -> None:

@@ -197,6 +197,23 @@ async def test_replacing_a_timer_at_the_bound_is_not_counted_twice(nursery, data
         assert text_of(await run(client, code)) == "replaced"
 
 
+@pytest.mark.parametrize(
+    ("depth", "how", "shown"),
+    [
+        (150, "return a", "Error: The execution's result is nested more than 100 levels deep"),
+        (3000, "return a", "Error: The execution's result is nested more than 100 levels deep"),
+        (150, "emit(a); return 1", "Invalid execution output item omitted."),
+        (3000, "emit(a); return 1", "Error: The execution's output (a tool call's arguments, an emitted value"),
+        (3000, "await tools.search(a); return 1", "Error: The execution's output (a tool call's arguments"),
+    ],
+)
+async def test_deeply_nested_values_get_a_readable_answer(client: Client, depth: int, how: str, shown: str) -> None:
+    """JavaScript nests deeper than MCP clients' parsers (about 200 levels) and Python's (about 1,000) read."""
+    result = await run(client, f"let a = 1; for (let i = 0; i < {depth}; i++) a = [a]; {how}")
+    assert text_of(result).startswith(shown), text_of(result)
+    await still_serving(client)
+
+
 @pytest.mark.slow
 async def test_a_flood_elsewhere_keeps_a_neighbours_return_fast(executor: ServerUnderTest) -> None:
     latencies: list[float] = []

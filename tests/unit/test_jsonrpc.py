@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from executor_mcp.codec import MAX_DEPTH, deeper_than
 from executor_mcp.protocol.errors import RpcError
 from executor_mcp.protocol.jsonrpc import (
     ErrorResponse,
@@ -179,3 +180,15 @@ def test_unstorable_initialize_params_are_named() -> None:
     deep = initialize_problems(_initialize(capabilities={"a": _nested(MAX_CAPABILITIES_DEPTH + 5)}))
     assert len(deep) == 1
     assert deep[0].startswith(f"Nested deeper than {MAX_CAPABILITIES_DEPTH} levels @ $.params.capabilities.a")
+
+
+def test_nesting_depth_is_measured_without_recursion() -> None:
+    nested: object = 1
+    for _ in range(MAX_DEPTH):
+        nested = [nested]
+    assert not deeper_than(nested)
+    assert deeper_than({"wrapped": nested})
+    for _ in range(100_000):
+        nested = [nested]
+    assert deeper_than(nested)
+    assert not deeper_than([list(range(10_000)), {"a": {"b": []}}, "text"])
