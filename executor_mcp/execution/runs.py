@@ -121,7 +121,7 @@ class Book:
         known = pause or ended
         if known is None:
             return not_found_result(execution_id)
-        if known.owner != owner:
+        if not owner.may_act_on(known.owner):
             return forbidden_result(execution_id)
         replay = self._replays.get(execution_id)
         if replay is not None:

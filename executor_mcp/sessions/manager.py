@@ -149,10 +149,8 @@ class SessionManager:
             raise Refused(Refusal.SESSION_NOT_FOUND)
         session = await self._live(session_id)
         record = session.record
-        if record is None or record.owner != principal or record.resource != resource:
+        if record is None or not principal.may_act_on(record.owner) or record.resource != resource:
             raise Refused(Refusal.FOREIGN_SESSION)
-        if record.owner.org_admin and not principal.org_admin:
-            raise Refused(Refusal.FOREIGN_SESSION)  # its executions act as an org admin; this bearer is not one
         if activity:
             self._note_activity(session)
         return session

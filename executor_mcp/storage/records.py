@@ -20,6 +20,11 @@ class Owner:
     # session records the role of the bearer that opened it, which is what its executions act with.
     org_admin: bool = attrs.field(default=False, eq=False)
 
+    def may_act_on(self, owned_by: "Owner") -> bool:
+        """Whether this caller may use what `owned_by` owns (a session, a paused execution): the same account
+        in the same organization, and what an admin started only as an admin, since it acts with that role."""
+        return self == owned_by and (self.org_admin or not owned_by.org_admin)
+
 
 @attrs.frozen
 class SessionRecord:

@@ -280,3 +280,16 @@ async def test_a_session_opened_as_admin_refuses_the_same_account_without_the_cl
     # The other way round is no escalation: a session opened without the claim serves an admin bearer.
     plain = (await post(http, admin_claim_server.url, initialize_body(), demoted)).headers["mcp-session-id"]
     assert (await post(http, admin_claim_server.url, PING, admin, plain)).json()["result"] == {}
+
+
+async def test_an_admins_paused_execution_is_not_resumed_without_the_claim(admin_claim_server: ServerUnderTest) -> None:
+    """The paused call acts as an org admin: the same account's member bearer must not be the one to let it go on."""
+    admin_http, admin = sdk_client(admin_claim_server, mint("root", "acme", org_role="admin"))
+    demoted_http, demoted = sdk_client(admin_claim_server, mint("root", "acme"))
+    async with admin_http, demoted_http, admin, demoted:
+        paused = await admin.call_tool("execute", {"code": CREATE_ORG_RULE})
+        execution = paused.structured_content["executionId"]
+        refused = await demoted.call_tool("resume", {"executionId": execution, "action": "accept"})
+        assert refused.structured_content["status"] == "execution_forbidden"
+        done = await admin.call_tool("resume", {"executionId": execution, "action": "accept"})
+        assert done.structured_content["result"]["ok"] is True
