@@ -98,13 +98,13 @@ class WorkerPool:
         self._slots = FairSlots(max_workers)
         self._command = command or worker_command()
         self._idle: list[Worker] = []
+        self._starting = 0  # spares being started: counted, so a burst of ends starts no more than are missing
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for _ in range(self._spares):
-                nursery.start_soon(self._add_spare)
+            self._replenish()
             task_status.started()
             await trio.sleep_forever()
 
@@ -134,11 +134,17 @@ class WorkerPool:
         return None
 
     def _replenish(self) -> None:
-        if self._nursery is not None and len(self._idle) < self._spares:
+        if self._nursery is None:
+            return
+        for _ in range(self._spares - len(self._idle) - self._starting):
+            self._starting += 1
             self._nursery.start_soon(self._add_spare)
 
     async def _add_spare(self) -> None:
-        worker = await retrying("starting a spare sandbox worker", self._start)
+        try:
+            worker = await retrying("starting a spare sandbox worker", self._start)
+        finally:
+            self._starting -= 1
         if len(self._idle) < self._spares:
             self._idle.append(worker)
         else:

@@ -1,8 +1,10 @@
 """Background work that survives its failures: the shared helper, and the pool's spare starter on it."""
 
+import contextlib
 import errno
 import itertools
 import logging
+import sys
 
 import pytest
 import trio
@@ -70,3 +72,20 @@ async def test_the_pool_keeps_trying_to_start_spares_instead_of_dying(caplog: py
             nursery.cancel_scope.cancel()
     retries = [r for r in caplog.records if "starting a spare sandbox worker failed" in r.getMessage()]
     assert len(retries) >= 4  # two spares, each tried more than once
+
+
+async def test_executions_ending_together_start_only_the_missing_spares(tmp_path) -> None:
+    """Ten executions that end at once (none reusable, like runaways) leave two spares missing: two starts."""
+    started = tmp_path / "started"
+    command = ["/bin/sh", "-c", f'echo >> "{started}"; exec {sys.executable} -m executor_mcp.sandbox.worker']
+    pool = WorkerPool(spares=2, max_workers=12, command=command)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pool.run)
+            async with contextlib.AsyncExitStack() as leases:
+                for _ in range(10):
+                    await leases.enter_async_context(pool.lease())
+            await trio.sleep(2)
+            nursery.cancel_scope.cancel()
+    # 2 spares at start (both leased), 8 started for the other leases, then 2 to refill: not 10 more.
+    assert len(started.read_text().splitlines()) == 12
