@@ -95,6 +95,12 @@ def _wire_path(problem: str) -> str:
 MAX_CAPABILITIES_DEPTH = 32
 
 
+# At most this many problems are reported, each path naming at most this much of every key: a hostile
+# initialize must not make its own answer (or its own checking) large.
+MAX_PROBLEMS = 10
+MAX_KEY_IN_PATH = 40
+
+
 def initialize_problems(params: InitializeParams) -> list[str]:
     """What makes valid-looking initialize params unstorable: lone surrogates, absurd nesting."""
     problems = [
@@ -106,25 +112,38 @@ def initialize_problems(params: InitializeParams) -> list[str]:
         )
         if not _encodable(text)
     ]
-    problems.extend(_value_problems(params.capabilities, "$.params.capabilities", 1))
+    problems.extend(_value_problems(params.capabilities, "$.params.capabilities", MAX_PROBLEMS - len(problems)))
     return problems
 
 
-def _value_problems(value: Any, path: str, depth: int) -> list[str]:
-    if isinstance(value, str):
-        return [] if _encodable(value) else [f"Text is not valid Unicode (a lone surrogate) @ {path}"]
-    if not isinstance(value, dict | list):
-        return []
-    if depth > MAX_CAPABILITIES_DEPTH:
-        return [f"Nested deeper than {MAX_CAPABILITIES_DEPTH} levels @ {path}"]
-    items = value.items() if isinstance(value, dict) else enumerate(value)
-    problems = []
-    for key, item in items:
-        if isinstance(key, str) and not _encodable(key):
-            problems.append(f"Key is not valid Unicode (a lone surrogate) @ {path}")
+def _value_problems(root: Any, root_path: str, most: int) -> list[str]:
+    """Walked iteratively (the nesting is what is being checked), stopping at `most` problems."""
+    problems: list[str] = []
+    pending: list[tuple[Any, str, int]] = [(root, root_path, 1)]
+    while pending and len(problems) < most:
+        value, path, depth = pending.pop()
+        if isinstance(value, str):
+            if not _encodable(value):
+                problems.append(f"Text is not valid Unicode (a lone surrogate) @ {path}")
             continue
-        problems.extend(_value_problems(item, f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]", depth + 1))
-    return problems
+        if not isinstance(value, dict | list):
+            continue
+        if depth > MAX_CAPABILITIES_DEPTH:
+            problems.append(f"Nested deeper than {MAX_CAPABILITIES_DEPTH} levels @ {path}")
+            continue
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        children = []
+        for key, item in items:
+            if isinstance(key, str):
+                shown = key if len(key) <= MAX_KEY_IN_PATH else key[:MAX_KEY_IN_PATH] + "..."
+                if not _encodable(key):
+                    problems.append(f"Key is not valid Unicode (a lone surrogate) @ {path}")
+                    continue
+                children.append((item, f"{path}.{shown}", depth + 1))
+            else:
+                children.append((item, f"{path}[{key}]", depth + 1))
+        pending.extend(reversed(children))
+    return problems[:most]
 
 
 def _encodable(text: str) -> bool:

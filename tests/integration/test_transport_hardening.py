@@ -277,6 +277,18 @@ async def test_an_unstorable_initialize_is_400_and_creates_nothing(
     assert session_files(data_dir) == before
 
 
+async def test_a_hostile_initialize_gets_a_small_answer(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    """Thousands of problems under a huge key: a few are reported, with the key shortened in their paths."""
+    body = initialize_body(request_id=12)
+    body["params"]["capabilities"] = {"k" * 100_000: ["\ud800"] * 2000}
+    response = await post(http, server.url, body)
+    assert response.status_code == 400
+    problems = response.json()["error"]["data"]
+    assert len(problems) == 10
+    assert len(response.content) < 5_000
+    assert problems[0] == f"Text is not valid Unicode (a lone surrogate) @ $.params.capabilities.{'k' * 40}...[0]"
+
+
 # Item 25: HTTP edges.
 
 
