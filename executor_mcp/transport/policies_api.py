@@ -15,6 +15,7 @@ a preflight, never a JSON one). Nothing is written unless the whole request is v
 import json
 from typing import Any
 
+import trio
 from quart import Response, request
 
 from executor_mcp.auth.principal import Authenticator, Principal
@@ -29,7 +30,7 @@ from executor_mcp.policies.service import (
     parse_new,
     parse_owner,
 )
-from executor_mcp.protocol.errors import Refused, envelope_headers
+from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refusal, Refused, envelope_headers
 from executor_mcp.transport import headers as rules
 
 # A policy request is a few short fields; anything much bigger is not one.
@@ -99,10 +100,13 @@ async def _body() -> dict[str, Any] | Response:
     if (request.content_length or 0) > MAX_POLICY_BODY_BYTES:
         return too_large
     raw = bytearray()
-    async for chunk in request.body:  # a chunked body has no length to check first
-        raw += chunk
-        if len(raw) > MAX_POLICY_BODY_BYTES:
-            return too_large
+    with trio.move_on_after(BODY_TIMEOUT_SECONDS) as waiting:
+        async for chunk in request.body:  # a chunked body has no length to check first
+            raw += chunk
+            if len(raw) > MAX_POLICY_BODY_BYTES:
+                return too_large
+    if waiting.cancelled_caught:
+        return _error(408, Refused(Refusal.BODY_TIMEOUT).message, {"Connection": "close"})
     try:
         body = json.loads(raw.decode("utf-8")) if raw.strip() else {}
     except (ValueError, RecursionError):

@@ -351,6 +351,19 @@ async def test_a_stalled_body_times_out_with_an_envelope(server: ServerUnderTest
     assert 5 < elapsed < 30
 
 
+@pytest.mark.slow
+async def test_a_stalled_policies_body_times_out_too(server: ServerUnderTest, port: int) -> None:
+    stalled = (
+        f"POST /api/policies HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 1000\r\n\r\n{"
+    ).encode()
+    received, elapsed = await _answer_then_close(port, stalled, bound=30)
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert json.loads(body) == {"error": "Request Timeout: the body did not arrive within 10 seconds"}
+    assert 5 < elapsed < 30
+
+
 async def test_malformed_http_is_refused_and_closed(server: ServerUnderTest, port: int) -> None:
     """h11 refuses what is not HTTP before any request exists; the body is empty by design (decisions)."""
     received, _ = await _answer_then_close(port, b"NOT HTTP\r\n\r\n", bound=5)
