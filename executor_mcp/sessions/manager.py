@@ -288,14 +288,11 @@ class SessionManager:
         """The one place a runtime ends: answer what is in flight, write down the answers nobody has
         collected yet, close, and wipe if condemned."""
         session.lifecycle.fire(Event.EXITED)
+        session.runtime = None  # its nursery is closed: nothing may start there any more
         session.fail_in_flight()
-        try:
-            if file is not None and session.lifecycle.keeps_answers_on_exit:
-                with trio.move_on_after(WRITE_DOWN_BOUND):
-                    await session.write_down_kept(file)
-        except Exception:
-            log.exception("session %s: undelivered answers could not be written down", session.id)
-        session.runtime = None
+        if file is not None and session.lifecycle.keeps_answers_on_exit:
+            with trio.move_on_after(WRITE_DOWN_BOUND):
+                await session.write_down_kept(file)
         session.settled.set()
         try:
             if file is not None:

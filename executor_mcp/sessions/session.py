@@ -13,7 +13,7 @@ import functools
 import attrs
 import trio
 
-from executor_mcp.background import retrying
+from executor_mcp.background import once, retrying
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.jsonrpc import Message, Request
 from executor_mcp.sessions.lifecycle import Event as LifecycleEvent
@@ -116,11 +116,13 @@ class Session:
     def detach(self, stream: Stream) -> None:
         """The stream's reader left before the end: its work goes on, and its answers are kept (in memory
         and in the session file) until a GET delivers them (at-least-once)."""
-        if self.runtime is not None and stream.id in self.streams:
+        if stream.id in self.streams:
             stream.detach()
             self._kept.add(stream.id)
             self._keeping[stream.id] = stream
-            self.runtime.nursery.start_soon(self._keep, stream, self.runtime.file)
+            if self.runtime is not None:
+                self.runtime.nursery.start_soon(self._keep, stream, self.runtime.file)
+            # else the runtime is ending: its exit handling writes the stream down (`write_down_kept`)
             finished = [kept for kept in self.streams.values() if kept.finished and kept.id in self._kept]
             for oldest in finished[: max(len(finished) - MAX_KEPT_IN_MEMORY, 0)]:
                 del self.streams[oldest.id]  # still in the session file, replayed from there
@@ -143,12 +145,18 @@ class Session:
             await file.acknowledge(stream.id)  # delivered while we were writing it down
 
     async def write_down_kept(self, file: SessionFile) -> None:
-        """At the runtime's end, after `fail_in_flight`: write what the keepers had not, refusals included."""
-        for stream in list(self._keeping.values()):
-            if stream.events:
-                await file.store_events(stream.id, _stored(stream.events), keep_from=stream.events[0].seq)
-            await self._settle_kept(stream, file)
-            self._keeping.pop(stream.id, None)
+        """At the runtime's end, after `fail_in_flight`: write what the keepers had not, refusals included,
+        and streams whose reader leaves meanwhile too. One stream that cannot be written costs only itself."""
+        while self._keeping:
+            stream_id, stream = next(iter(self._keeping.items()))
+            del self._keeping[stream_id]
+
+            async def write_down(stream: Stream = stream) -> None:
+                if stream.events:
+                    await file.store_events(stream.id, _stored(stream.events), keep_from=stream.events[0].seq)
+                await self._settle_kept(stream, file)
+
+            await once(f"session {self.id[:12]}: writing down stream {stream_id}", write_down)
 
     async def delivered(self, stream_id: str, *, stored: bool = False) -> None:
         """A reader got the stream to its end: forget it, here and (if it was written) in the file."""
