@@ -22,7 +22,7 @@ _LOCK_SUFFIX = ".mdb-lock"
 
 
 class MissingSessionFile(Exception):
-    """The directory names a session whose file holds no meta (never written, or lost)."""
+    """The directory names a session whose file holds no usable meta (never written, lost, or unreadable)."""
 
 
 class SessionFile:
@@ -55,7 +55,10 @@ class SessionFile:
         raw = await self._env.read(lambda txn: txn.get(_META))
         if raw is None:
             raise MissingSessionFile(str(self._env.path))
-        return decode(raw, SessionMeta)
+        try:
+            return decode(raw, SessionMeta)
+        except Exception as exc:  # what strict decoding raises varies; any of it means no usable meta
+            raise MissingSessionFile(f"{self._env.path}: unreadable meta ({type(exc).__name__})") from None
 
     async def initialize_request(self) -> bytes | None:
         return await self._env.read(lambda txn: txn.get(_INITIALIZE))

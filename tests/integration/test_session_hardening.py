@@ -212,7 +212,7 @@ async def test_orphans_and_half_written_files_are_collected_at_start(
     nursery: trio.Nursery, data_dir: Path, http: httpx.AsyncClient
 ) -> None:
     first = await start_server(nursery, data_dir)
-    kept, entry_only, meta_less = [await open_session(http, first.url) for _ in range(3)]
+    kept, entry_only, meta_less, unreadable = [await open_session(http, first.url) for _ in range(4)]
     await first.stop()
     sessions = data_dir / "sessions"
 
@@ -223,6 +223,10 @@ async def test_orphans_and_half_written_files_are_collected_at_start(
     for suffix in (".mdb", ".mdb-lock"):  # a file without meta, as the old two-step creation could leave
         (sessions / f"{meta_less}{suffix}").unlink()
     lmdb.open(str(sessions / f"{meta_less}.mdb"), subdir=False).close()
+    corrupt = lmdb.open(str(sessions / f"{unreadable}.mdb"), subdir=False)
+    with corrupt.begin(write=True) as txn:
+        txn.put(b"meta", b'{"session_id": 7}')  # fails strict decoding
+    corrupt.close()
     leftovers = [sessions / f"{new_session_id()}.mdb.partial", sessions / f"{new_session_id()}.mdb-lock"]
     for leftover in leftovers:
         leftover.write_bytes(b"")
@@ -237,7 +241,8 @@ async def test_orphans_and_half_written_files_are_collected_at_start(
     listed = await run_cli("sessions", "list", "--data-dir", str(data_dir))
     assert entry_only.encode() not in listed.stdout
     assert kept.encode() in listed.stdout
-    for lost in (entry_only, meta_less):
+    for lost in (entry_only, meta_less, unreadable):
         assert envelope(await post(http, second.url, PING, lost)) == (404, -32001, "Session not found")
     assert not (sessions / f"{meta_less}.mdb").exists()
+    assert not (sessions / f"{unreadable}.mdb").exists()
     assert (await post(http, second.url, PING, kept)).json() == PONG
