@@ -23,7 +23,7 @@ from hypercorn.config import Config
 
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
-from executor_mcp.config import ConfigError, Settings
+from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Settings
 from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine, Limits
 from executor_mcp.execution.runs import Book
@@ -109,6 +109,16 @@ def ensure_safe_bind(settings: Settings) -> None:
         )
 
 
+def executions_per_account(settings: Settings, pool: WorkerPool) -> int:
+    """The per-account limit protects accounts from each other: with bearers it defaults to
+    `DEFAULT_EXECUTIONS_PER_ACCOUNT`. With `--auth none` there is one principal and nobody to protect it
+    from, so it defaults to what the pool lets one account hold: one more is refused in words rather than
+    left waiting for a worker the pool keeps for others."""
+    if settings.max_executions_per_account is not None:
+        return settings.max_executions_per_account
+    return DEFAULT_EXECUTIONS_PER_ACCOUNT if settings.auth != "none" else pool.most_one_account_holds
+
+
 async def read_secret(path: Path) -> bytes:
     """The HS256 key: the file's bytes, surrounding whitespace trimmed (PRODUCT decision 2)."""
     try:
@@ -178,7 +188,7 @@ async def _serve(
         build_catalog(),
         policies,
         Book(approval_window=settings.approval_window),
-        Admission(settings.execution_limit_per_account),
+        Admission(executions_per_account(settings, pool)),
     )
     idle = IdlePolicy(
         session_timeout=settings.session_timeout,

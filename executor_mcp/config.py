@@ -44,7 +44,7 @@ class Settings:
     execution_max_timers: int = 10_000
     execution_max_tool_calls: int = 1_000
     sandbox_workers: int = 64
-    max_executions_per_account: int | None = None  # see `execution_limit_per_account`
+    max_executions_per_account: int | None = None  # default: `app.executions_per_account`
     approval_window: float = 240.0
     session_timeout: float = 300.0
     paused_session_idle_timeout: float = 540.0
@@ -60,15 +60,6 @@ class Settings:
     authorization_server: tuple[str, ...] = ()
     allowed_origin: tuple[str, ...] = ()
     allowed_host: tuple[str, ...] = ()
-
-    @property
-    def execution_limit_per_account(self) -> int:
-        """The per-account limit protects accounts from each other: with bearers it defaults to
-        `DEFAULT_EXECUTIONS_PER_ACCOUNT`; with `--auth none` there is one principal and nobody to protect,
-        so only the worker pool bounds it."""
-        if self.max_executions_per_account is not None:
-            return self.max_executions_per_account
-        return DEFAULT_EXECUTIONS_PER_ACCOUNT if self.auth != "none" else self.sandbox_workers
 
     @property
     def loopback(self) -> bool:
@@ -205,8 +196,8 @@ OPTIONS = (
     Option(
         "max_executions_per_account",
         _positive_int,
-        "executions one account may have running or paused at once; one more is refused "
-        f"(default {DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt, --sandbox-workers with --auth none)",
+        "executions one account may have running or paused at once; one more is refused (default "
+        f"{DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt; with --auth none, what the pool gives one account)",
     ),
     Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval (default 240)"),
     Option("session_timeout", _positive_seconds, "idle seconds before a session's runtime is disposed (default 300)"),

@@ -101,6 +101,10 @@ class WorkerPool:
         self._starting = 0  # spares being started: counted, so a burst of ends starts no more than are missing
         self._nursery: trio.Nursery | None = None
 
+    @property
+    def most_one_account_holds(self) -> int:
+        return self._slots.most_one_account_holds
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery

@@ -3,9 +3,10 @@
 A plain FIFO limiter lets whoever queues most hold most workers: an account that starts many
 executions at once would be served before someone who asks for one. Here, when a worker frees up, it
 goes to the waiting execution whose account holds the fewest workers (first come first served among
-equals), and no account ever holds more than `per_key` workers, so however an account queues, the
-rest of the pool keeps turning over for the others. A key is whatever identifies an account (the
-session's owner); `None` is a key like any other.
+equals). And the last `reserve` free workers go only to accounts that hold none: however many accounts
+fill the pool with paused or runaway executions (whose workers stay taken for minutes), an account that
+arrives later is served at once while the reserve lasts, and no account ever holds the whole pool. A
+key is whatever identifies an account (the session's owner); `None` is a key like any other.
 
 `SlotQueue` is the decision, without I/O; `FairSlots` is its trio face.
 """
@@ -17,10 +18,15 @@ from contextlib import asynccontextmanager
 import trio
 
 
+def reserve_for(capacity: int) -> int:
+    """An eighth of the pool, and at least one worker once there are two."""
+    return max(capacity // 8, 1) if capacity > 1 else 0
+
+
 class SlotQueue:
-    def __init__(self, capacity: int, per_key: int) -> None:
+    def __init__(self, capacity: int, reserve: int) -> None:
         self.capacity = capacity
-        self.per_key = per_key
+        self.reserve = reserve
         self._held: dict[Hashable, int] = {}
         self._waiting: dict[int, Hashable] = {}  # ticket -> key, in arrival order
         self._tickets = itertools.count()
@@ -54,8 +60,11 @@ class SlotQueue:
     def _grant(self) -> list[int]:
         granted = []
         while self.in_use < self.capacity:
+            free = self.capacity - self.in_use
             eligible = [
-                (self.held(key), ticket, key) for ticket, key in self._waiting.items() if self.held(key) < self.per_key
+                (self.held(key), ticket, key)
+                for ticket, key in self._waiting.items()
+                if not self.held(key) or free > self.reserve
             ]
             if not eligible:
                 break
@@ -67,10 +76,13 @@ class SlotQueue:
 
 
 class FairSlots:
-    def __init__(self, capacity: int, per_key: int | None = None) -> None:
-        """`per_key` defaults to all but one slot: one account can never hold the whole pool."""
-        self._queue = SlotQueue(capacity, per_key or max(1, capacity - 1))
+    def __init__(self, capacity: int) -> None:
+        self._queue = SlotQueue(capacity, reserve_for(capacity))
         self._wakeups: dict[int, trio.Event] = {}
+
+    @property
+    def most_one_account_holds(self) -> int:
+        return max(1, self._queue.capacity - self._queue.reserve)
 
     @property
     def queue(self) -> SlotQueue:

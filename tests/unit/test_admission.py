@@ -65,7 +65,7 @@ def test_only_native_waits_point_at_the_client() -> None:
 
 
 def test_a_freed_slot_goes_to_the_account_holding_fewest() -> None:
-    queue = SlotQueue(capacity=3, per_key=3)
+    queue = SlotQueue(capacity=3, reserve=0)
     for _ in range(3):
         _, granted = queue.request("a")
         assert len(granted) == 1
@@ -79,7 +79,7 @@ def test_a_freed_slot_goes_to_the_account_holding_fewest() -> None:
 
 
 def test_equals_are_served_in_arrival_order_and_withdrawn_waiters_skipped() -> None:
-    queue = SlotQueue(capacity=1, per_key=1)
+    queue = SlotQueue(capacity=1, reserve=0)
     queue.request("x")
     first, _ = queue.request("a")
     second, _ = queue.request("b")
@@ -90,16 +90,31 @@ def test_equals_are_served_in_arrival_order_and_withdrawn_waiters_skipped() -> N
 
 
 def test_no_account_takes_the_last_slot() -> None:
-    queue = SlotQueue(capacity=3, per_key=2)
+    queue = SlotQueue(capacity=3, reserve=1)
     assert [len(queue.request("a")[1]) for _ in range(3)] == [1, 1, 0]
     assert queue.in_use == 2
     ticket, granted = queue.request("b")
     assert granted == [ticket]
 
 
-@pytest.mark.parametrize(("capacity", "per_key"), [(1, 1), (2, 1), (64, 63)])
-def test_the_default_share_leaves_one_worker_for_the_others(capacity: int, per_key: int) -> None:
-    assert FairSlots(capacity).queue.per_key == per_key
+@pytest.mark.parametrize(("capacity", "most"), [(1, 1), (2, 1), (8, 7), (64, 56)])
+def test_the_default_reserve_keeps_workers_for_the_others(capacity: int, most: int) -> None:
+    assert FairSlots(capacity).most_one_account_holds == most
+
+
+def test_the_reserve_serves_accounts_that_arrive_after_others_filled_the_pool() -> None:
+    """Two accounts ask for everything; four more arrive: each newcomer gets a worker at once while
+    the reserve lasts, and a freed worker goes to whoever holds fewest."""
+    queue = SlotQueue(capacity=16, reserve=2)
+    for account in ("a", "b"):
+        for _ in range(16):
+            queue.request(account)
+    assert (queue.held("a"), queue.held("b")) == (14, 1)  # b got one of the reserve, a none of it
+    assert len(queue.request("c")[1]) == 1
+    assert (queue.held("c"), queue.in_use) == (1, 16)
+    waiting_d, granted = queue.request("d")
+    assert granted == []
+    assert queue.release("a") == [waiting_d]
 
 
 async def test_fair_slots_wake_waiters_and_survive_cancellation() -> None:

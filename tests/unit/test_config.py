@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from executor_mcp.app import UnsafeBind, ensure_safe_bind
+from executor_mcp.app import UnsafeBind, ensure_safe_bind, executions_per_account
 from executor_mcp.config import DEFAULT_PORT, ConfigError, Settings, is_loopback, load_settings
+from executor_mcp.sandbox.pool import WorkerPool
 
 
 def test_defaults() -> None:
@@ -131,10 +132,12 @@ def test_relative_paths_in_a_config_file_are_relative_to_it(tmp_path: Path) -> N
 
 
 def test_the_per_account_execution_limit_defaults_by_auth_mode() -> None:
-    """With bearers accounts are protected from each other; `--auth none` has one principal to protect from nobody."""
-    assert Settings(auth="jwt", jwks_url="https://id.example/jwks").execution_limit_per_account == 16
-    assert load_settings({}, environ={}).execution_limit_per_account == 64
-    assert load_settings({"sandbox_workers": "8"}, environ={}).execution_limit_per_account == 8
-    assert load_settings({"max_executions_per_account": "3"}, environ={}).execution_limit_per_account == 3
+    """With bearers accounts are protected from each other; `--auth none` has one principal to protect from nobody,
+    so it may have what the pool lets one account hold (all but the reserve kept for accounts holding none)."""
+    jwt = Settings(auth="jwt", jwks_url="https://id.example/jwks")
+    assert executions_per_account(jwt, WorkerPool(max_workers=64)) == 16
+    assert executions_per_account(Settings(), WorkerPool(max_workers=64)) == 56
+    assert executions_per_account(Settings(), WorkerPool(max_workers=8)) == 7
+    assert executions_per_account(Settings(), WorkerPool(max_workers=1)) == 1
     explicit = Settings(auth="jwt", jwks_url="https://id.example/jwks", max_executions_per_account=3)
-    assert explicit.execution_limit_per_account == 3
+    assert executions_per_account(explicit, WorkerPool(max_workers=64)) == 3
