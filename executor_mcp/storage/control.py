@@ -33,6 +33,8 @@ CONTROL_FILE = "control.mdb"
 _MAX_DBS = 16
 # Indexes of 61054cb and before, keyed by account alone; rebuilt keyed by owner, then dropped.
 _LEGACY_DBS = (b"sessions-by-account", b"session-counts")
+# Policies of 61054cb and before, keyed by id alone; moved under their owner's keys, then dropped.
+_LEGACY_POLICIES = b"policies"
 
 
 def _owner_prefix(owner: Owner) -> bytes:
@@ -78,11 +80,27 @@ class ControlPlane:
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
         plane = cls(await Environment.open(data_dir / CONTROL_FILE, max_dbs=_MAX_DBS))
-        await plane._env.write(plane._upgrade_owner_index)
+        await plane._env.write(plane._upgrade)
         return plane
 
     async def close(self) -> None:
         await self._env.close()
+
+    def _upgrade(self, txn) -> None:
+        self._upgrade_owner_index(txn)
+        self._upgrade_policies(txn)
+
+    def _upgrade_policies(self, txn) -> None:
+        """A data dir from before policies were keyed by owner: move every rule, once. Losing them on an
+        upgrade would silently lift every guardrail."""
+        if txn.get(_LEGACY_POLICIES) is None:
+            return
+        legacy = self._env.database(_LEGACY_POLICIES, txn=txn)
+        for key, raw in txn.cursor(db=legacy):
+            record = _decoded(raw, PolicyRecord, bytes(key))
+            if record is not None:
+                txn.put(_policy_key(record), encode(record), db=self._policies)
+        txn.drop(legacy, delete=True)
 
     def _upgrade_owner_index(self, txn) -> None:
         """A data dir from before sessions were indexed by (account, org): rebuild the index, once."""

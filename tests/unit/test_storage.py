@@ -7,7 +7,7 @@ import pytest
 
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.environment import Environment, StorageFull
-from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord, encode
+from executor_mcp.storage.records import Owner, PolicyRecord, SessionMeta, SessionRecord, encode
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 
 OWNER = Owner(account_id="acct", org_id="org")
@@ -136,3 +136,24 @@ async def test_an_index_keyed_by_account_alone_is_rebuilt_by_owner(tmp_path: Pat
     control = await ControlPlane.open(tmp_path)  # once: reopening counts nothing twice
     assert await control.owner_session_count(Owner("alice", "evil")) == 1
     await control.close()
+
+
+async def test_policies_keyed_by_id_alone_move_under_their_owner(tmp_path: Path) -> None:
+    """A data dir written before policies were keyed by owner keeps every rule: losing them would lift guardrails."""
+    environment = lmdb.open(str(tmp_path / "control.mdb"), subdir=False, max_dbs=8)
+    legacy = environment.open_db(b"policies")
+    rules = [
+        PolicyRecord("pol_org", "acme", "org", None, "github.*", "block", "000000001024", 1.0, 1.0),
+        PolicyRecord("pol_user", "acme", "user", "alice", "*", "require_approval", "000000001024", 1.0, 1.0),
+    ]
+    with environment.begin(write=True) as txn:
+        for rule in rules:
+            txn.put(rule.id.encode(), encode(rule), db=legacy)
+        txn.put(b"pol_bad", b"{not json", db=legacy)
+    environment.close()
+
+    for _ in range(2):  # once: reopening moves nothing twice
+        control = await ControlPlane.open(tmp_path)
+        assert sorted(r.id for r in await control.policies("acme", "alice")) == ["pol_org", "pol_user"]
+        assert [r.id for r in await control.policies("acme", "bob")] == ["pol_org"]
+        await control.close()
