@@ -19,7 +19,7 @@ from pathlib import Path
 from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
-from executor_mcp.policies.model import Owner as PolicyOwner
+from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     Policies,
     PolicyError,
@@ -116,7 +116,7 @@ async def policies_list(data_dir: Path, org_id: str, account_id: str | None) -> 
 async def policies_add(
     data_dir: Path, org_id: str, account_id: str | None, pattern: str, action: str, position: str | None
 ) -> int:
-    owner = PolicyOwner.USER if account_id else PolicyOwner.ORG
+    owner = RuleOwner.USER if account_id else RuleOwner.ORG
     try:
         checked = parse_new({"owner": owner.value, "pattern": pattern, "action": action, "position": position})
     except PolicyError as exc:
@@ -129,7 +129,7 @@ async def policies_add(
 
 
 async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, policy_id: str) -> int:
-    owner = PolicyOwner.USER if account_id else PolicyOwner.ORG
+    owner = RuleOwner.USER if account_id else RuleOwner.ORG
     async with _control_plane(data_dir) as control:
         try:
             await Policies(control).remove(_principal(org_id, account_id), policy_id, owner)

@@ -27,14 +27,14 @@ class Action(enum.StrEnum):
         return {Action.APPROVE: 1, Action.REQUIRE_APPROVAL: 2, Action.BLOCK: 3}[self]
 
 
-class Owner(enum.StrEnum):
+class RuleOwner(enum.StrEnum):
     USER = "user"
     ORG = "org"
 
     @property
     def rank(self) -> int:
         """Evaluation order of owners: the user's own rules (inner) before the org's (outer)."""
-        return 0 if self is Owner.USER else 1
+        return 0 if self is RuleOwner.USER else 1
 
 
 class InvalidPattern(ValueError):
@@ -45,7 +45,7 @@ class InvalidPattern(ValueError):
 @attrs.frozen
 class Rule:
     id: str
-    owner: Owner
+    owner: RuleOwner
     pattern: str
     action: Action
     position: str
@@ -99,7 +99,7 @@ def evaluation_order(rules: list[Rule]) -> list[Rule]:
 
 
 def decide(rules: list[Rule], tool_id: str, requires_approval: bool = False) -> Decision:
-    firsts: dict[Owner, Rule] = {}
+    firsts: dict[RuleOwner, Rule] = {}
     for rule in evaluation_order(rules):
         if rule.owner not in firsts and matches(rule.pattern, tool_id):
             firsts[rule.owner] = rule

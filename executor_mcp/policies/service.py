@@ -22,8 +22,8 @@ from executor_mcp.policies.model import (
     Action,
     Decision,
     InvalidPattern,
-    Owner,
     Rule,
+    RuleOwner,
     decide,
     evaluation_order,
     format_position,
@@ -67,9 +67,9 @@ def new_policy_id(now: float) -> str:
     return f"pol_{base36(secrets.randbits(48))}{base36(int(now * 1000))}"
 
 
-def parse_owner(value: Any) -> Owner:
+def parse_owner(value: Any) -> RuleOwner:
     try:
-        return Owner(value)
+        return RuleOwner(value)
     except ValueError:
         raise PolicyError('owner must be "org" or "user"') from None
 
@@ -107,7 +107,7 @@ def _check_text(field: str, value: str, limit: int) -> None:
         raise PolicyError(f"{field} must be printable text")
 
 
-def parse_new(values: Mapping[str, Any]) -> tuple[Owner, str, Action, str | None]:
+def parse_new(values: Mapping[str, Any]) -> tuple[RuleOwner, str, Action, str | None]:
     """A create request's fields, checked: (owner, pattern, action, position)."""
     return (
         parse_owner(values.get("owner")),
@@ -117,7 +117,7 @@ def parse_new(values: Mapping[str, Any]) -> tuple[Owner, str, Action, str | None
     )
 
 
-def parse_change(values: Mapping[str, Any]) -> tuple[Owner, dict[str, Any]]:
+def parse_change(values: Mapping[str, Any]) -> tuple[RuleOwner, dict[str, Any]]:
     """An update request's fields, checked: the owner, and the changes for `Policies.update`."""
     pattern, action = values.get("pattern"), values.get("action")
     return parse_owner(values.get("owner")), {
@@ -128,7 +128,7 @@ def parse_change(values: Mapping[str, Any]) -> tuple[Owner, dict[str, Any]]:
 
 
 def to_rule(record: PolicyRecord) -> Rule:
-    return Rule(record.id, Owner(record.owner), record.pattern, Action(record.action), record.position)
+    return Rule(record.id, RuleOwner(record.owner), record.pattern, Action(record.action), record.position)
 
 
 def describe(record: PolicyRecord) -> dict[str, Any]:
@@ -160,7 +160,7 @@ class Policies:
         return decide(rules, tool_id, requires_approval)
 
     async def create(
-        self, principal: Principal, owner: Owner, pattern: str, action: Action, position: str | None = None
+        self, principal: Principal, owner: RuleOwner, pattern: str, action: Action, position: str | None = None
     ) -> PolicyRecord:
         may_change(principal, owner)
         now = self._clock()
@@ -179,7 +179,7 @@ class Policies:
                 id=new_policy_id(now),
                 org_id=_org(principal),
                 owner=owner.value,
-                account_id=principal.account_id if owner is Owner.USER else None,
+                account_id=principal.account_id if owner is RuleOwner.USER else None,
                 pattern=pattern,
                 action=action.value,
                 position=chosen,
@@ -194,7 +194,7 @@ class Policies:
         self,
         principal: Principal,
         policy_id: str,
-        owner: Owner,
+        owner: RuleOwner,
         *,
         pattern: str | None = None,
         action: Action | None = None,
@@ -217,7 +217,7 @@ class Policies:
 
         return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 
-    async def remove(self, principal: Principal, policy_id: str, owner: Owner) -> None:
+    async def remove(self, principal: Principal, policy_id: str, owner: RuleOwner) -> None:
         may_change(principal, owner)
 
         def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], None]:
@@ -232,15 +232,15 @@ def _org(principal: Principal) -> str:
     return principal.org_id
 
 
-def may_change(principal: Principal, owner: Owner) -> None:
+def may_change(principal: Principal, owner: RuleOwner) -> None:
     """Refuse a change of the org's rules by a non-admin (`PolicyForbidden`), and a user rule with no account."""
-    if owner is Owner.USER and not principal.account_id:
+    if owner is RuleOwner.USER and not principal.account_id:
         raise PolicyError("user rules need an account")
-    if owner is Owner.ORG and not principal.org_admin:
+    if owner is RuleOwner.ORG and not principal.org_admin:
         raise PolicyForbidden("Only an organization admin can create, change or remove org rules")
 
 
-def _find(records: list[PolicyRecord], policy_id: str, owner: Owner) -> PolicyRecord:
+def _find(records: list[PolicyRecord], policy_id: str, owner: RuleOwner) -> PolicyRecord:
     """The caller's rule of that owner; `records` are already only the ones the caller sees."""
     for record in records:
         if record.id == policy_id and record.owner == owner.value:

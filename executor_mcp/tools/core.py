@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.policies.model import Owner
+from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     PolicyError,
     PolicyForbidden,
@@ -97,7 +97,7 @@ def _validate_remove(args: Any, context: CallContext) -> None:
     _allowed(context, _checked(lambda: parse_owner(values.get("owner"))))
 
 
-def _allowed(context: CallContext, owner: Owner) -> None:
+def _allowed(context: CallContext, owner: RuleOwner) -> None:
     with _policy_failures():
         may_change(context.principal, owner)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from executor_mcp.policies.model import Action, Owner
+from executor_mcp.policies.model import Action, RuleOwner
 from executor_mcp.policies.service import (
     MAX_RULES_PER_OWNER,
     Policies,
@@ -36,11 +36,11 @@ def poison(data_dir: Path, keys: list[bytes]) -> None:
 async def test_a_read_touches_only_the_callers_org_and_own_rules(tmp_path: Path) -> None:
     control = await ControlPlane.open(tmp_path)
     policies = Policies(control)
-    org_rule = await policies.create(ALICE, Owner.ORG, "a.*", Action.BLOCK)
-    own_rule = await policies.create(ALICE, Owner.USER, "b", Action.APPROVE)
+    org_rule = await policies.create(ALICE, RuleOwner.ORG, "a.*", Action.BLOCK)
+    own_rule = await policies.create(ALICE, RuleOwner.USER, "b", Action.APPROVE)
     for principal in (BOB, EVE):
-        await policies.create(principal, Owner.USER, "c", Action.BLOCK)
-        await policies.create(principal, Owner.ORG, "d", Action.BLOCK)
+        await policies.create(principal, RuleOwner.USER, "c", Action.BLOCK)
+        await policies.create(principal, RuleOwner.ORG, "d", Action.BLOCK)
     await control.close()
     # Records of another org and of another member of acme that no read for alice may decode.
     poison(tmp_path, [b"evil\x00\x00pol_poison", b"evil\x00eve\x00pol_poison", b"acme\x00bob\x00pol_poison"])
@@ -52,7 +52,7 @@ async def test_a_read_touches_only_the_callers_org_and_own_rules(tmp_path: Path)
         assert [record.pattern for record in listed] == ["b", "d", "a.*"]
         assert {org_rule.id, own_rule.id} < {record.id for record in listed}
         assert (await policies.decide(ALICE, "a.x", False)).action is Action.BLOCK
-        await policies.remove(ALICE, own_rule.id, Owner.USER)
+        await policies.remove(ALICE, own_rule.id, RuleOwner.USER)
         with pytest.raises(json.JSONDecodeError):
             await policies.list(BOB)  # bob's own range holds a poisoned record: his reads do decode it
     finally:
@@ -64,12 +64,12 @@ async def test_each_owner_holds_a_bounded_number_of_rules(tmp_path: Path) -> Non
     try:
         policies = Policies(control)
         for index in range(MAX_RULES_PER_OWNER):
-            await policies.create(ALICE, Owner.ORG, f"org.rule{index}", Action.BLOCK)
+            await policies.create(ALICE, RuleOwner.ORG, f"org.rule{index}", Action.BLOCK)
         with pytest.raises(PolicyError, match=f"At most {MAX_RULES_PER_OWNER} org rules are allowed"):
-            await policies.create(BOB, Owner.ORG, "one.more", Action.BLOCK)
+            await policies.create(BOB, RuleOwner.ORG, "one.more", Action.BLOCK)
         # The org's count is its own: members keep their own rules, other orgs theirs.
-        await policies.create(BOB, Owner.USER, "mine", Action.BLOCK)
-        await policies.create(EVE, Owner.ORG, "theirs", Action.BLOCK)
+        await policies.create(BOB, RuleOwner.USER, "mine", Action.BLOCK)
+        await policies.create(EVE, RuleOwner.ORG, "theirs", Action.BLOCK)
         assert len(await policies.list(BOB)) == MAX_RULES_PER_OWNER + 1
     finally:
         await control.close()
@@ -80,16 +80,16 @@ async def test_only_an_org_admin_changes_org_rules(tmp_path: Path) -> None:
     try:
         policies = Policies(control)
         member = Principal("carol", "acme")
-        rule = await policies.create(ALICE, Owner.ORG, "a", Action.BLOCK)
+        rule = await policies.create(ALICE, RuleOwner.ORG, "a", Action.BLOCK)
         for change in (
-            policies.create(member, Owner.ORG, "b", Action.APPROVE),
-            policies.update(member, rule.id, Owner.ORG, action=Action.APPROVE),
-            policies.remove(member, rule.id, Owner.ORG),
+            policies.create(member, RuleOwner.ORG, "b", Action.APPROVE),
+            policies.update(member, rule.id, RuleOwner.ORG, action=Action.APPROVE),
+            policies.remove(member, rule.id, RuleOwner.ORG),
         ):
             with pytest.raises(PolicyForbidden):
                 await change
-        mine = await policies.create(member, Owner.USER, "b", Action.APPROVE)
-        await policies.update(member, mine.id, Owner.USER, action=Action.BLOCK)
+        mine = await policies.create(member, RuleOwner.USER, "b", Action.APPROVE)
+        await policies.update(member, mine.id, RuleOwner.USER, action=Action.BLOCK)
         assert [(record.pattern, record.action) for record in await policies.list(member)] == [
             ("b", "block"),
             ("a", "block"),
