@@ -37,8 +37,11 @@ from executor_mcp.tools.context import Interaction, refuse_unless_accepted
 
 T = TypeVar("T")
 
+# Per owner, so one account ending many pauses never pushes another's out of memory; and owners
+# themselves are remembered least recently used first.
 REPLAYS = 64
 REMEMBERED = 1024
+OWNERS_REMEMBERED = 4096
 
 
 class Deferred(Generic[T]):
@@ -87,19 +90,26 @@ class Ended:
     expired: bool  # else settled
 
 
-class Book:
-    """Every live pause, and a bounded memory of the ones that ended, each with its owner.
+class _Memory:
+    """One owner's ended pauses: what became of each, and the results kept for replays."""
 
-    The owner is checked before anything else, for live and remembered ids alike: a stranger (another
-    account, or the same account name in another org) hears `execution_forbidden` for any id known here,
-    whatever became of it, and never its result; an id known nowhere is `execution_not_found` for all.
+    def __init__(self) -> None:
+        self.ended: OrderedDict[str, Ended] = OrderedDict()
+        self.replays: OrderedDict[str, JsonObject] = OrderedDict()
+
+
+class Book:
+    """Every live pause, and a bounded memory, per owner, of the ones that ended.
+
+    The owner is checked before anything else: a stranger (another account, or the same account name in
+    another org) hears `execution_forbidden` for a live pause and `execution_not_found` for one that ended
+    (it is looked for only in the caller's own memory), and never its result.
     """
 
     def __init__(self, approval_window: float) -> None:
         self.approval_window = approval_window
         self._live: dict[str, Pause] = {}
-        self._replays: OrderedDict[str, JsonObject] = OrderedDict()
-        self._ended: OrderedDict[str, Ended] = OrderedDict()
+        self._memories: OrderedDict[Owner, _Memory] = OrderedDict()
 
     def open(self, pause: Pause) -> None:
         self._live[pause.id] = pause
@@ -108,32 +118,40 @@ class Book:
         """What resuming `pause` led to (a completion, an error or the next pause), kept for replays."""
         self._live.pop(pause.id, None)
         pause.resolution.set(result)
-        _remember(self._replays, pause.id, result, REPLAYS)
-        _remember(self._ended, pause.id, Ended(pause.owner, expired=False), REMEMBERED)
+        memory = self._memory_of(pause.owner)
+        _remember(memory.replays, pause.id, result, REPLAYS)
+        _remember(memory.ended, pause.id, Ended(pause.owner, expired=False), REMEMBERED)
 
     def expire(self, pause: Pause) -> None:
         if self._live.pop(pause.id, None) is not None:
-            _remember(self._ended, pause.id, Ended(pause.owner, expired=True), REMEMBERED)
+            _remember(self._memory_of(pause.owner).ended, pause.id, Ended(pause.owner, expired=True), REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
     async def resume(self, execution_id: str, owner: Owner, answer: Answer) -> JsonObject:
-        pause, ended = self._live.get(execution_id), self._ended.get(execution_id)
-        known = pause or ended
-        if known is None:
+        pause = self._live.get(execution_id)
+        if pause is not None:
+            if not owner.may_act_on(pause.owner):
+                return forbidden_result(execution_id)
+            pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
+            return await pause.resolution.wait()
+        memory = self._memories.get(owner)
+        ended = memory.ended.get(execution_id) if memory is not None else None
+        if memory is None or ended is None:
             return not_found_result(execution_id)
-        if not owner.may_act_on(known.owner):
+        if not owner.may_act_on(ended.owner):
             return forbidden_result(execution_id)
-        replay = self._replays.get(execution_id)
+        replay = memory.replays.get(execution_id)
         if replay is not None:
             return replay
-        if pause is None:
-            assert ended is not None
-            return expired_result(execution_id, self.approval_window) if ended.expired else settled_result(execution_id)
-        pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
-        return await pause.resolution.wait()
+        return expired_result(execution_id, self.approval_window) if ended.expired else settled_result(execution_id)
+
+    def _memory_of(self, owner: Owner) -> _Memory:
+        memory = self._memories.get(owner) or _Memory()
+        _remember(self._memories, owner, memory, OWNERS_REMEMBERED)
+        return memory
 
 
-def _remember(memory: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
+def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
     memory[key] = value
     memory.move_to_end(key)
     while len(memory) > limit:

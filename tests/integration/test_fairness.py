@@ -61,24 +61,26 @@ async def test_a_stranger_never_learns_what_became_of_a_pause(
         as_account(server, "alice", "evil") as namesake,
     ):
 
-        async def refused_to_strangers(execution: str) -> None:
+        async def refused_to_strangers(execution: str, status: str) -> None:
             for stranger in (bob, namesake):
                 for action in ("accept", "decline"):
                     answer = await resume(stranger, execution, action)
                     assert answer.is_error
-                    assert answer.structured_content == {"status": "execution_forbidden", "executionId": execution}
+                    assert answer.structured_content["status"] == status
+                    assert answer.structured_content["executionId"] == execution
                     assert "a.b" not in text_of(answer)
 
         settled = execution_id(await execute(alice, CREATE))
-        await refused_to_strangers(settled)  # live
+        await refused_to_strangers(settled, "execution_forbidden")  # live
         accepted = await resume(alice, settled)
         assert accepted.structured_content["result"]["ok"] is True
-        await refused_to_strangers(settled)  # settled, its result kept for replays
+        # Settled, its result kept for replays: strangers are told of nothing (it is not in their memory).
+        await refused_to_strangers(settled, "execution_not_found")
         assert (await resume(alice, settled)).structured_content == accepted.structured_content
 
         expiring = execution_id(await execute(alice, CREATE))
         await trio.sleep(2.5)
-        await refused_to_strangers(expiring)  # expired
+        await refused_to_strangers(expiring, "execution_not_found")  # expired
         assert (await resume(alice, expiring)).structured_content["status"] == "execution_expired"
 
         unknown = "exec_00000000-0000-0000-0000-000000000000"

@@ -5,8 +5,10 @@ import trio
 import trio.testing
 
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
+from executor_mcp.execution.runs import REMEMBERED, REPLAYS, Answer, Book, Pause
 from executor_mcp.sandbox.slots import FairSlots, SlotQueue
 from executor_mcp.storage.records import Owner
+from executor_mcp.tools.context import Interaction
 
 ALICE = Owner("alice", "acme")
 NAMESAKE = Owner("alice", "evil")
@@ -163,3 +165,19 @@ async def test_a_waiter_cancelled_as_it_is_granted_hands_the_slot_on() -> None:
         await held.__aexit__(None, None, None)  # ... and granted before it runs again
     assert done == ["c"]
     assert slots.queue.in_use == 0
+
+
+async def test_one_owner_ending_many_pauses_keeps_anothers_replay() -> None:
+    book = Book(approval_window=60)
+    alice, mallory = Owner("alice", "acme"), Owner("mallory", "evil")
+    kept = Pause(id="exec_alice", owner=alice, interaction=Interaction("a.b", "Approve?", {}), expires_at=0, ttl=60)
+    book.open(kept)
+    book.resolve(kept, {"content": [], "structuredContent": {"status": "completed", "result": 1}})
+    for index in range(REMEMBERED + REPLAYS):
+        churn = Pause(id=f"exec_{index}", owner=mallory, interaction=kept.interaction, expires_at=0, ttl=60)
+        book.open(churn)
+        book.resolve(churn, {"content": []})
+    replay = await book.resume("exec_alice", alice, Answer("accept"))
+    assert replay["structuredContent"]["result"] == 1
+    stranger = await book.resume("exec_alice", mallory, Answer("accept"))
+    assert stranger["structuredContent"]["status"] == "execution_not_found"
