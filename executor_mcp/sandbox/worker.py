@@ -273,8 +273,8 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             frame, execution = encode(_too_large(len(frame))), None
         stdout.write(frame)
         stdout.flush()
-        if execution is None and spare is None and limits is not None:
-            spare = Realm.ready(limits)
+        if execution is None and spare is None and limits is not None and not reply.get("retire"):
+            spare = Realm.ready(limits)  # a retiring worker is about to be killed: no point
 
 
 def main() -> int:
