@@ -3,6 +3,7 @@
 import json
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -213,15 +214,39 @@ async def test_colliding_request_ids_are_routed_per_stream(probed: ServerUnderTe
 
 
 @pytest.mark.slow
+async def _hang_up_once_running(url: str, session_id: str, body: dict) -> None:
+    """POST a call on a raw connection and close it as soon as the priming event shows the call runs."""
+    where = urlsplit(url)
+    payload = json.dumps(body).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers(session_id).items())
+    request = f"POST {where.path} HTTP/1.1\r\nHost: {where.netloc}\r\n{head}Content-Length: {len(payload)}\r\n\r\n"
+    stream = await trio.open_tcp_stream(where.hostname, where.port)
+    async with stream:
+        await stream.send_all(request.encode() + payload)
+        received = b""
+        with trio.move_on_after(10):
+            while b"\nid: " not in received:
+                received += await stream.receive_some(4096)
+        assert b"\nid: " in received, received
+
+
 async def test_many_dropped_calls_are_all_replayed(probed: ServerUnderTest, http: httpx.AsyncClient) -> None:
     """More undelivered streams than a session keeps in memory: the rest come back from the session file."""
     session_id = await open_session(http, probed.url)
     dropped = [f"dropped-{index}" for index in range(MAX_KEPT_IN_MEMORY + 4)]
     for request_id in dropped:
-        with trio.move_on_after(0.05):
-            await post(http, probed.url, call_body(request_id, "echo", text=request_id, delay=0.2), session_id)
-    await trio.sleep(1.0)  # every call finishes and is written down
+        await _hang_up_once_running(probed.url, session_id, call_body(request_id, "echo", text=request_id, delay=0.2))
     listen = {"accept": "text/event-stream", "mcp-session-id": session_id}
-    replay = await http.get(probed.url, headers=listen)
-    answered = {m["id"]: m["result"]["content"][0]["text"] for m in sse_messages(replay.text) if "id" in m}
+    answered: dict[str, str] = {}
+    # Each GET replays (and acknowledges) what has finished and been written down, then closes; with
+    # nothing to replay it would listen instead, so a GET that does not close soon is given up.
+    for _ in range(30):
+        if len(answered) == len(dropped):
+            break
+        await trio.sleep(0.5)
+        with trio.move_on_after(3):
+            replay = await http.get(probed.url, headers=listen)
+            answered.update(
+                {m["id"]: m["result"]["content"][0]["text"] for m in sse_messages(replay.text) if "id" in m}
+            )
     assert answered == {request_id: request_id for request_id in dropped}
