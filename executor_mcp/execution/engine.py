@@ -258,11 +258,12 @@ def _outcome(done: Any) -> Outcome:
         text = done.get("text")
         try:
             result = loads(done["result"])
+            too_deep = deeper_than(result)
         except RecursionError:
-            return Outcome(ok=False, error=RESULT_TOO_DEEP, logs=logs, emitted=emitted)
+            too_deep = True
         except ValueError:
             raise _broken("a result that is not JSON") from None
-        if deeper_than(result):
+        if too_deep:
             return Outcome(ok=False, error=RESULT_TOO_DEEP, logs=logs, emitted=emitted)
         return Outcome(
             ok=True,

@@ -355,16 +355,14 @@ class SessionManager:
             await once(f"terminating session {session_id[:12]}", functools.partial(self.evict, session_id))
         for org_id in await self._control.take_revocation_requests():
             # Taken requests are gone: each is handled on its own, so one failure loses no other.
-            await once(f"ending revoked organization {org_id}", functools.partial(self._end_revoked, org_id))
-
-    async def _end_revoked(self, org_id: str) -> None:
-        org = await self._control.get_org(org_id)
-        if org is not None and org.revoked:  # not restored since
-            await self._end_org(org_id)
+            await once(f"ending revoked organization {org_id}", functools.partial(self._end_org, org_id))
 
     async def _end_org(self, org_id: str) -> None:
         """A revoked organization's live sessions are condemned, which cancels their executions. Stored
         sessions of the org are condemned when a request names them (it gets 403 first)."""
+        org = await self._control.get_org(org_id)
+        if org is None or not org.revoked:  # restored since the request was left
+            return
         for session in list(self._sessions.values()):
             record = session.record
             if record is not None and record.owner.org_id == org_id and session.lifecycle.serving:

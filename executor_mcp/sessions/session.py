@@ -150,13 +150,13 @@ class Session:
         while self._keeping:
             stream_id, stream = next(iter(self._keeping.items()))
             del self._keeping[stream_id]
+            what = f"session {self.id[:12]}: writing down stream {stream_id}"
+            await once(what, functools.partial(self._write_down, stream, file))
 
-            async def write_down(stream: Stream = stream) -> None:
-                if stream.events:
-                    await file.store_events(stream.id, _stored(stream.events), keep_from=stream.events[0].seq)
-                await self._settle_kept(stream, file)
-
-            await once(f"session {self.id[:12]}: writing down stream {stream_id}", write_down)
+    async def _write_down(self, stream: Stream, file: SessionFile) -> None:
+        if stream.events:
+            await file.store_events(stream.id, _stored(stream.events), keep_from=stream.events[0].seq)
+        await self._settle_kept(stream, file)
 
     async def delivered(self, stream_id: str, *, stored: bool = False) -> None:
         """A reader got the stream to its end: forget it, here and (if it was written) in the file."""
