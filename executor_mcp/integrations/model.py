@@ -1,0 +1,129 @@
+"""Integrations, connections and compiled tools as plain records (no I/O).
+
+Stored records go through the shared strict converter (`storage.records.encode/decode`). A compiled
+catalog is what one source (an OpenAPI document today) compiles into, once per content hash; every
+connection of every integration holding that source shares it.
+"""
+
+import attrs
+
+from executor_mcp.codec import JsonObject
+
+# Kinds of integration. `executor` is the built-in one, whose tools the server provides itself.
+OPENAPI = "openapi"
+BUILT_IN = "built-in"
+
+NO_AUTH = "none"  # the template of a connection that sends no credential
+TOKEN = "token"  # the input a placement renders when it names none
+
+
+@attrs.frozen
+class Placement:
+    """Where an API-key style credential goes: a header or a query parameter, `prefix + value`.
+
+    A placement renders either one of the connection's inputs (`variable`, `token` when unnamed) or a
+    fixed `literal`. Two placements naming one variable share that input.
+    """
+
+    carrier: str  # "header" | "query"
+    name: str
+    prefix: str = ""
+    variable: str | None = None
+    literal: str | None = None
+
+    @property
+    def input(self) -> str | None:
+        """The connection input this placement renders, or None for a literal."""
+        return None if self.literal is not None else (self.variable or TOKEN)
+
+
+@attrs.frozen
+class AuthMethod:
+    """One way an integration accepts credentials; a connection names it by `slug` (its template)."""
+
+    slug: str
+    kind: str  # "apikey" | "oauth2" | "none"
+    label: str | None = None
+    placements: tuple[Placement, ...] = ()
+    oauth: JsonObject | None = None  # an oauth2 method's endpoints and scopes: kept, not yet usable
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The distinct inputs a connection on this method supplies, in placement order."""
+        seen: dict[str, None] = {}
+        for placement in self.placements:
+            if placement.input is not None:
+                seen.setdefault(placement.input, None)
+        return tuple(seen)
+
+
+@attrs.frozen
+class ToolDef:
+    """One tool of a compiled catalog, the same for every connection that reaches it.
+
+    `binding` is the kind's own invocation data (for OpenAPI, an unstructured `openapi.binding.Binding`);
+    nothing above the kind reads it.
+    """
+
+    name: str
+    description: str
+    input_schema: JsonObject | None
+    output_schema: JsonObject | None
+    binding: JsonObject
+    requires_approval: bool = False
+    approval_description: str | None = None
+
+
+@attrs.frozen
+class CompiledCatalog:
+    """The tools of one source, sorted by name, with the shared schema definitions they reference as
+    `#/$defs/<name>`."""
+
+    tools: tuple[ToolDef, ...]
+    defs: JsonObject = attrs.Factory(dict)
+
+
+@attrs.frozen
+class IntegrationRecord:
+    """An integration of one organization, keyed by (org, slug).
+
+    `source_hash` names the stored source text and its compiled catalog. `config` is the kind's own
+    (for OpenAPI: `specUrl`, `baseUrl`, static non-secret `headers` and `queryParams`).
+    """
+
+    org_id: str
+    slug: str
+    kind: str
+    name: str
+    description: str
+    source_hash: str
+    config: JsonObject
+    auth_methods: tuple[AuthMethod, ...]
+    created_at: float
+    updated_at: float
+    can_refresh: bool = False
+
+
+@attrs.frozen
+class ConnectionRecord:
+    """A credential bound to one integration, owned by the org (`account_id` "") or by one account.
+
+    Values are never here: `item_ids` maps each input of the template to an item of `provider`.
+    """
+
+    org_id: str
+    owner: str  # "org" | "user"
+    account_id: str
+    integration: str
+    name: str
+    template: str
+    provider: str | None
+    item_ids: dict[str, str]
+    created_at: float
+    updated_at: float
+    identity_label: str | None = None
+    description: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"tools.{self.integration}.{self.owner}.{self.name}"
