@@ -8,6 +8,7 @@ the code can inspect, never exceptions.
 """
 
 import math
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,6 +33,8 @@ MAX_INTEGRATIONS_QUERY_LENGTH = 200
 # (short words that every tool holds, about 10 µs per tool) cannot hold up the event loop; below it, the
 # worst case costs less than a thread hop is worth.
 THREADED_SEARCH_ENTRIES = 200
+# Callers whose search index is kept; another caller's first search builds its own.
+SEARCH_INDEX_CACHE = 64
 TOOL_DEFINITIONS = "\n".join(
     [
         "type ToolError = { code: string; message: string; status?: number; details?: unknown; retryable?: boolean };",
@@ -56,6 +59,7 @@ class StaticTool:
     output_schema: JsonObject
     handler: Handler
     requires_approval: bool = False
+    approval_description: str | None = None  # what the human is asked, instead of "Approve <id>?"
     validate: Validator | None = None  # checked before any approval is asked, so a doomed call costs no human
 
 
@@ -100,16 +104,22 @@ _BUILTINS = {
 
 
 class Catalog:
-    def __init__(self, integrations: list[Integration]) -> None:
+    """The server's own integrations (static tools) and, with `connected`, each caller's connected ones.
+
+    A caller's catalog is the static tools plus its view of its org's integrations: one search index per
+    view, built on first use and dropped when the view changes (an integration or connection changed).
+    """
+
+    def __init__(self, integrations: list[Integration], connected: Integrations | None = None) -> None:
         self.integrations = integrations
+        self._connected = connected
         self._tools = {tool.id: tool for integration in integrations for tool in integration.tools}
-        self._entries = [
+        self._static_entries = [
             ranking.Entry(path=tool.id, name=tool.name, integration=tool.integration, description=tool.description)
             for tool in self._tools.values()
         ]
-        self._integration_texts = [ranking.normalize(f"{i.slug} {i.name}") for i in integrations]
-        self._index: ranking.SearchIndex | None = None
-        self._indexing = trio.Lock()
+        self._static = _Searchable(self._static_entries)
+        self._searchables: OrderedDict[tuple[str, str], tuple[View, _Searchable]] = OrderedDict()
         # One search (or the indexing) in a worker thread at a time, and each account waits for its own turn
         # first: a flood of searches queues behind its own author, and another account's search waits for at
         # most the one running and one more of the flood's.
@@ -124,7 +134,7 @@ class Catalog:
 
         A tool call passes its policy first: `block` is a `tool_blocked` value, `require_approval` (or the
         tool's own annotation, unless a rule approves) waits at the approval gate after the arguments
-        were validated.
+        were validated, so a call that cannot succeed never costs a human's attention.
         """
         match path:
             case "search":
@@ -132,31 +142,95 @@ class Catalog:
             case "describe.tool":
                 return await self._describe(args, context.principal)
             case "executor.integrations.list":
-                return self._list_integrations(args)
+                return await self._list_integrations(args, context.principal)
         tool = self.tool(path)
-        if tool is None:
-            return _failure(
-                "tool_not_found",
-                f"Tool not found: {path}",
-                {"path": path, **await self._suggest(path, context.principal)},
-            )
-        if tool.validate is not None:
-            try:
+        if tool is not None:
+            return await self._call_static(tool, args, context)
+        entry = await self._connected_tool(path, context.principal)
+        if entry is not None:
+            return await self._call_connected(entry, args, context)
+        return _failure(
+            "tool_not_found", f"Tool not found: {path}", {"path": path, **await self._suggest(path, context.principal)}
+        )
+
+    async def _call_static(self, tool: StaticTool, args: Any, context: CallContext) -> JsonObject:
+        try:
+            if tool.validate is not None:
                 tool.validate(args, context)
-            except ToolArgumentsError as exc:
-                return _failure("invalid_tool_arguments", str(exc), {"issues": exc.issues} if exc.issues else None)
-            except ToolFailure as failure:
-                return _failure(failure.code, failure.message)
-        decision = await context.policies.decide(context.principal, tool.id, tool.requires_approval)
-        if decision.action is Action.BLOCK:
-            return _failure("tool_blocked", f"Tool blocked by policy: {tool.id}")
-        if decision.action is Action.REQUIRE_APPROVAL:
-            pattern = decision.rule.pattern if decision.rule is not None else None
-            await context.gate(Interaction(tool.id, approval_message(tool.id, args, pattern), args))
+        except ToolArgumentsError as exc:
+            return _failure("invalid_tool_arguments", str(exc), {"issues": exc.issues} if exc.issues else None)
+        except ToolFailure as failure:
+            return _failure(failure.code, failure.message)
+        except IntegrationError as failure:
+            return _failure(failure.code, failure.message)
+        blocked = await self._pass_policy(tool.id, tool.requires_approval, tool.approval_description, args, context)
+        if blocked is not None:
+            return blocked
         try:
             return {"ok": True, "data": await tool.handler(args, context)}
         except ToolFailure as failure:
             return _failure(failure.code, failure.message)
+        except IntegrationError as failure:
+            return _failure(failure.code, failure.message)
+
+    async def _call_connected(self, entry: ToolEntry, args: Any, context: CallContext) -> JsonObject:
+        assert self._connected is not None
+        try:
+            self._connected.kind(entry.integration).check_arguments(entry.tool, args)
+        except ArgumentsRefused as refused:
+            return _failure("invalid_tool_arguments", str(refused))
+        blocked = await self._pass_policy(
+            entry.tool_id, entry.tool.requires_approval, entry.tool.approval_description, args, context
+        )
+        return blocked or await self._connected.invoke(entry, args)
+
+    async def _pass_policy(
+        self, tool_id: str, requires_approval: bool, description: str | None, args: Any, context: CallContext
+    ) -> JsonObject | None:
+        """None once the call may run (approved, or asked and accepted); a `tool_blocked` value otherwise.
+        A declined approval throws in the sandbox (`ToolThrow`, from the gate)."""
+        decision = await context.policies.decide(context.principal, tool_id, requires_approval)
+        if decision.action is Action.BLOCK:
+            return _failure("tool_blocked", f"Tool blocked by policy: {tool_id}")
+        if decision.action is Action.REQUIRE_APPROVAL:
+            pattern = decision.rule.pattern if decision.rule is not None else None
+            message = approval_message(tool_id, args, pattern, description)
+            await context.gate(Interaction(tool_id, message, args))
+        return None
+
+    async def _view(self, principal: Principal) -> View:
+        return await self._connected.view(principal) if self._connected is not None else EMPTY_VIEW
+
+    async def _connected_tool(self, path: str, principal: Principal) -> ToolEntry | None:
+        address = parse_tool_address(path) if len(path) <= MAX_PATH_LENGTH else None
+        if address is None or self._connected is None:
+            return None
+        return (await self._view(principal)).tool(address)
+
+    async def _searchable(self, principal: Principal) -> _Searchable:
+        """The caller's index: the static one when it reaches no connected tool, else its view's."""
+        view = await self._view(principal)
+        if not view.entries:
+            return self._static
+        key = (principal.org_id or "", principal.account_id)
+        known = self._searchables.get(key)
+        if known is not None and known[0] is view:
+            self._searchables.move_to_end(key)
+            return known[1]
+        connected = [
+            ranking.Entry(
+                path=entry.tool_id,
+                name=entry.tool.name,
+                integration=entry.integration.slug,
+                description=entry.tool.description,
+            )
+            for entry in view.entries
+        ]
+        searchable = _Searchable([*self._static_entries, *connected])
+        self._searchables[key] = (view, searchable)
+        while len(self._searchables) > SEARCH_INDEX_CACHE:
+            self._searchables.popitem(last=False)
+        return searchable
 
     # -- built-ins ----------------------------------------------------------------------------------
 
@@ -206,6 +280,9 @@ class Catalog:
                 "typeScriptDefinitions": "",
             }
         tool = self.tool(path)
+        entry = None if tool is not None else await self._connected_tool(path, principal)
+        if entry is not None:
+            return describe_connected(entry, await self._view(principal))
         if tool is None:
             error: JsonObject = {"code": "tool_not_found", "message": f"Tool not found: {path}"}
             error.update(await self._suggest(path, principal))
@@ -217,7 +294,7 @@ class Catalog:
         described["typeScriptDefinitions"] = TOOL_DEFINITIONS
         return described
 
-    def _list_integrations(self, args: Any) -> JsonObject:
+    async def _list_integrations(self, args: Any, principal: Principal) -> JsonObject:
         args = _options(args, "tools.executor.integrations.list", "{ query?: string; limit?: number; offset?: number }")
         query = args.get("query")
         limit, offset = _paging("tools.executor.integrations.list", args)
@@ -227,32 +304,35 @@ class Catalog:
                 f"{MAX_INTEGRATIONS_QUERY_LENGTH} characters (got {len(query)})"
             )
         wanted = ranking.normalize(query) if isinstance(query, str) and query.strip() else None
+        summaries = await self.summaries(principal)
         matching = [
-            integration
-            for integration, text in zip(self.integrations, self._integration_texts, strict=True)
-            if wanted is None or wanted in text
+            summary
+            for summary in summaries
+            if wanted is None or wanted in ranking.normalize(f"{summary['id']} {summary['name']}")
         ]
         page = matching[offset : offset + limit]
         consumed = offset + len(page)
         has_more = consumed < len(matching)
-        items = [
-            {
-                "id": integration.slug,
-                "name": integration.name,
-                "description": integration.description,
-                "kind": integration.kind,
-                "canRemove": integration.can_remove,
-                "canRefresh": integration.can_refresh,
-                "toolCount": len(integration.tools),
-            }
-            for integration in page
-        ]
         return {
-            "items": items,
+            "items": page,
             "total": len(matching),
             "hasMore": has_more,
             "nextOffset": consumed if has_more else None,
         }
+
+    async def summaries(self, principal: Principal) -> list[JsonObject]:
+        """Every integration the caller's catalog holds, built-in first, with its tool count (every tool
+        at every connection the caller sees, as search enumerates them)."""
+        view = await self._view(principal)
+        static = [
+            _summary(i.slug, i.name, i.description, i.kind, i.can_remove, i.can_refresh, len(i.tools))
+            for i in self.integrations
+        ]
+        connected = [
+            _summary(r.slug, r.name, r.description, r.kind, True, r.can_refresh, view.tool_count(r.slug))
+            for r in view.integrations
+        ]
+        return static + connected
 
     async def _suggest(self, path: str, principal: Principal) -> JsonObject:
         """Up to five likely paths: the leaf name searched within the first segment, else everywhere.
@@ -261,6 +341,13 @@ class Catalog:
         """
         if len(path) > MAX_PATH_LENGTH:
             return {}
+        address = parse_tool_address(path)
+        if address is not None:
+            siblings = (await self._view(principal)).connection_tools(address)
+            if siblings:
+                leaf = address.tool.lower()
+                near = [e for e in siblings if leaf in e.tool.name.lower() or leaf in e.tool.description.lower()]
+                return {"suggestions": [entry.tool_id for entry in (near or siblings)[:MAX_SUGGESTIONS]]}
         segments = path.removeprefix("tools.").split(".")
         leaf = segments[-1]
         found: list[tuple[ranking.Entry, int]] = []
@@ -276,20 +363,12 @@ class Catalog:
     async def _ranked(
         self, principal: Principal, query: str, namespace: str | None, limit: int, offset: int
     ) -> ranking.Page:
-        """One search on the catalog's index, built on first use; large catalogs work in a worker thread."""
-        threaded = len(self._entries) >= THREADED_SEARCH_ENTRIES
-        if self._index is None:
-            async with self._indexing:
-                if self._index is None:
-                    if threaded:
-                        async with self._threaded:
-                            self._index = await trio.to_thread.run_sync(ranking.SearchIndex, self._entries)
-                    else:
-                        self._index = ranking.SearchIndex(self._entries)
-        index = self._index
-        if not threaded:
-            return index.search(query, namespace, limit, offset)
+        """One search on the caller's index; large catalogs are indexed and searched in a worker thread."""
+        searchable = await self._searchable(principal)
+        if not searchable.threaded:
+            return (await searchable.index(self._threaded)).search(query, namespace, limit, offset)
         ranking.check_query(query, namespace)  # a refusal needs no thread
+        index = await searchable.index(self._threaded)
         async with self._turn(principal), self._threaded:
             return await trio.to_thread.run_sync(index.search, query, namespace, limit, offset)
 
@@ -307,10 +386,55 @@ class Catalog:
                 del self._turns[principal]
 
 
+
 @attrs.define
 class _Turns:
     lock: trio.Lock = attrs.Factory(trio.Lock)
     waiting: int = 0
+
+
+class _Searchable:
+    """A catalog's entries and their search index, built once on first use."""
+
+    def __init__(self, entries: list[ranking.Entry]) -> None:
+        self.entries = entries
+        self.threaded = len(entries) >= THREADED_SEARCH_ENTRIES
+        self._index: ranking.SearchIndex | None = None
+        self._indexing = trio.Lock()
+
+    async def index(self, threads: trio.CapacityLimiter) -> ranking.SearchIndex:
+        if self._index is None:
+            async with self._indexing:
+                if self._index is None:
+                    if self.threaded:
+                        async with threads:
+                            self._index = await trio.to_thread.run_sync(ranking.SearchIndex, self.entries)
+                    else:
+                        self._index = ranking.SearchIndex(self.entries)
+        return self._index
+
+
+def _summary(
+    slug: str, name: str, description: str, kind: str, can_remove: bool, can_refresh: bool, count: int
+) -> JsonObject:
+    summary: JsonObject = {"id": slug, "name": name}
+    if description and description not in (slug, name):
+        summary["description"] = description
+    summary.update(kind=kind, canRemove=can_remove, canRefresh=can_refresh, toolCount=count)
+    return summary
+
+
+def describe_connected(entry: ToolEntry, view: View) -> JsonObject:
+    """`describe.tool` of a connected tool: its compact TypeScript, with the `$defs` its types reference."""
+    tool = entry.tool
+    defs = view.defs.get(entry.integration.source_hash, {})
+    described: JsonObject = {"path": entry.tool_id, "name": tool.name, "description": tool.description}
+    if tool.input_schema and tool.input_schema.get("properties"):
+        described["inputTypeScript"] = schema_to_typescript(tool.input_schema)
+    described["outputTypeScript"] = describe_output(tool.output_schema or {})
+    described["typeScriptDefinitions"] = TOOL_DEFINITIONS
+    del defs
+    return described
 
 
 def _options(args: Any, tool: str, shape: str) -> JsonObject:

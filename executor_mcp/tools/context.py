@@ -42,8 +42,9 @@ class CallContext:
     gate: Gate  # returns once approved; throws (ToolThrow) in the sandbox when declined or cancelled
 
 
-def approval_message(address: str, args: Any, matched_pattern: str | None) -> str:
-    head = f"Approve {address}?" + (f" (matched policy: {matched_pattern})" if matched_pattern else "")
+def approval_message(address: str, args: Any, matched_pattern: str | None, description: str | None = None) -> str:
+    """What a human reads: the tool's own approval text (`POST /orders`) when it has one, else the question."""
+    head = description or f"Approve {address}?" + (f" (matched policy: {matched_pattern})" if matched_pattern else "")
     preview = json.dumps(args if args is not None else {}, indent=2, ensure_ascii=False)
     if len(preview) > MAX_ARGUMENTS_PREVIEW:
         preview = preview[:MAX_ARGUMENTS_PREVIEW] + "..."

@@ -24,7 +24,9 @@ from executor_mcp.policies.service import (
     parse_new,
     parse_owner,
 )
+from executor_mcp.integrations.service import Integrations
 from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
+from executor_mcp.tools.connected import connected_tools
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure
 
@@ -218,42 +220,44 @@ POLICY_TOOLS = (
 )
 
 
-def build_catalog() -> Catalog:
-    """The catalog every session's code sees: today, the executor's own core tools."""
-    integrations: list[Integration] = []
+def build_catalog(connected: Integrations | None = None) -> Catalog:
+    """The catalog every session's code sees: the executor's own core tools and, with `connected`, the
+    tools for adding specs and managing connections, and every caller's connected integrations."""
+    catalog: Catalog | None = None
 
     async def list_integrations(_: Any, context: CallContext) -> JsonObject:
+        assert catalog is not None
         return {
             "integrations": [
                 {
-                    "slug": integration.slug,
-                    "description": integration.description,
-                    "kind": integration.kind,
-                    "canRemove": integration.can_remove,
-                    "canRefresh": integration.can_refresh,
+                    "slug": summary["id"],
+                    "description": summary.get("description", summary["name"]),
+                    "kind": summary["kind"],
+                    "canRemove": summary["canRemove"],
+                    "canRefresh": summary["canRefresh"],
                 }
-                for integration in integrations
+                for summary in await catalog.summaries(context.principal)
             ]
         }
 
-    integrations.append(
-        Integration(
-            slug="executor",
-            name="Executor",
-            description="The executor's own tools: its integrations and, with policies, its governance.",
-            kind="static",
-            tools=(
-                StaticTool(
-                    id="executor.coreTools.integrations.list",
-                    integration="executor",
-                    name="integrations.list",
-                    description="List the integrations available to this executor.",
-                    input_schema={"type": "object", "properties": {}},
-                    output_schema=INTEGRATION_LIST_SCHEMA,
-                    handler=list_integrations,
-                ),
-                *POLICY_TOOLS,
+    executor = Integration(
+        slug="executor",
+        name="Executor",
+        description="The executor's own tools: its integrations and, with policies, its governance.",
+        kind="built-in",
+        tools=(
+            StaticTool(
+                id="executor.coreTools.integrations.list",
+                integration="executor",
+                name="integrations.list",
+                description="List the integrations available to this executor.",
+                input_schema={"type": "object", "properties": {}},
+                output_schema=INTEGRATION_LIST_SCHEMA,
+                handler=list_integrations,
             ),
-        )
+            *POLICY_TOOLS,
+            *(connected_tools(connected) if connected is not None else ()),
+        ),
     )
-    return Catalog(integrations)
+    catalog = Catalog([executor], connected)
+    return catalog

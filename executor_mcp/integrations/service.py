@@ -1,0 +1,735 @@
+"""The integrations and connections of each organization, and the tools they give each caller.
+
+Every entry point (the HTTP API, the sandbox's core tools, the CLI) goes through `Integrations`, so the
+rules live once: who may change what (org integrations and org connections need an org admin; a
+member's own connections are theirs), how a request is validated before anything is written, and how a
+source becomes tools (compiled once per content hash, in a worker thread, and shared by every
+connection that reaches it).
+
+A caller's catalog (`view`) is built from the control plane and cached per (org, account) until the
+org's catalog revision moves: an admin command on the same data dir bumps it too.
+"""
+
+import hashlib
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.integrations.addresses import OWNERS, ToolAddress, connection_identifier, valid_slug
+from executor_mcp.integrations.errors import (
+    ConnectionNotFound,
+    IntegrationExists,
+    IntegrationNotFound,
+    InvalidConnectionInput,
+    InvalidInput,
+    NotAdmin,
+    RemovalNotAllowed,
+    SourceUnavailable,
+    SpecRefused,
+)
+from executor_mcp.integrations.kinds import Invocation, Kind
+from executor_mcp.integrations.model import (
+    NO_AUTH,
+    OPENAPI,
+    AuthMethod,
+    CompiledCatalog,
+    ConnectionRecord,
+    IntegrationRecord,
+    ToolDef,
+)
+from executor_mcp.integrations.openapi import auth as openapi_auth
+from executor_mcp.integrations.openapi.compile import (
+    CompiledSpec,
+    compile_spec,
+    decode_compiled,
+    encode_compiled,
+    integration_description,
+    integration_name,
+    preview,
+)
+from executor_mcp.outbound.client import Outbound, OutboundFailure
+from executor_mcp.secrets.providers import SecretProviders
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.records import Owner as Principal
+
+log = logging.getLogger(__name__)
+
+BUILT_IN_SLUG = "executor"
+# What one organization may hold: far above any real catalog, far below what fills a disk.
+MAX_INTEGRATIONS_PER_ORG = 256
+MAX_CONNECTIONS_PER_ACCOUNT = 1024
+MAX_NAME_LENGTH = 200
+MAX_DESCRIPTION_LENGTH = 4000
+MAX_STATIC_ENTRIES = 64
+MAX_STATIC_VALUE_LENGTH = 4096
+MAX_URL_LENGTH = 2048
+MAX_SECRET_VALUE_LENGTH = 16 * 1024
+# Compiled catalogs and per-caller views kept decoded in memory; the rest are re-read from LMDB.
+COMPILED_CACHE = 16
+VIEW_CACHE = 256
+_SLUG_WORDS = re.compile(r"[a-z0-9]+")
+
+
+@attrs.frozen
+class ToolEntry:
+    """One tool as one caller reaches it: a compiled tool at one connection's address."""
+
+    integration: IntegrationRecord
+    connection: ConnectionRecord
+    tool: ToolDef
+
+    @property
+    def tool_id(self) -> str:
+        """The sandbox path and policy id: the address without `tools.`."""
+        connection = self.connection
+        return f"{connection.integration}.{connection.owner}.{connection.name}.{self.tool.name}"
+
+
+@attrs.frozen
+class View:
+    """What one caller's catalog holds at one revision of its org's catalog."""
+
+    revision: int
+    integrations: tuple[IntegrationRecord, ...]
+    entries: tuple[ToolEntry, ...]  # sorted by tool id
+    by_id: Mapping[str, ToolEntry]
+    defs: Mapping[str, JsonObject]  # source hash → the `$defs` its tools reference
+
+    def tool(self, address: ToolAddress) -> ToolEntry | None:
+        return self.by_id.get(address.tool_id)
+
+    def connection_tools(self, address: ToolAddress) -> list[ToolEntry]:
+        prefix = f"{address.integration}.{address.owner}.{address.connection}."
+        return [entry for entry in self.entries if entry.tool_id.startswith(prefix)]
+
+    def tool_count(self, slug: str) -> int:
+        return sum(1 for entry in self.entries if entry.integration.slug == slug)
+
+
+EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={})
+
+
+def default_slug(name: str) -> str:
+    words = _SLUG_WORDS.findall(name.lower())
+    return "_".join(words)[:64].strip("_") or "api"
+
+
+class Integrations:
+    def __init__(
+        self,
+        control: ControlPlane,
+        secrets: SecretProviders,
+        kinds: Mapping[str, Kind],
+        outbound: Outbound,
+        *,
+        max_source_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._control = control
+        self._secrets = secrets
+        self._kinds = kinds
+        self._outbound = outbound
+        self._max_source_bytes = max_source_bytes
+        self._clock = clock
+        self._compiled: OrderedDict[str, CompiledCatalog] = OrderedDict()
+        self._views: OrderedDict[tuple[str, str], View] = OrderedDict()
+        # Compiling is CPU work in a thread; one at a time, so a flood of specs cannot take every core.
+        self._compiling = trio.CapacityLimiter(1)
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    async def integrations(self, principal: Principal) -> list[IntegrationRecord]:
+        org = principal.org_id
+        return await self._control.integrations(org) if org else []
+
+    async def integration(self, principal: Principal, slug: str) -> IntegrationRecord:
+        record = await self._control.get_integration(_org(principal), slug) if valid_slug(slug) else None
+        if record is None:
+            raise IntegrationNotFound(f"Integration not found: {slug}", slug=slug)
+        return record
+
+    async def view(self, principal: Principal) -> View:
+        """The caller's tools: every tool of every integration of its org, at each connection it sees."""
+        org = principal.org_id
+        if not org:
+            return EMPTY_VIEW
+        key = (org, principal.account_id)
+        revision = await self._control.catalog_revision(org)
+        cached = self._views.get(key)
+        if cached is not None and cached.revision == revision:
+            self._views.move_to_end(key)
+            return cached
+        integrations = await self._control.integrations(org)
+        connections = await self._control.connections(org, principal.account_id)
+        by_slug = {record.slug: record for record in integrations}
+        entries: list[ToolEntry] = []
+        defs: dict[str, JsonObject] = {}
+        for connection in connections:
+            integration = by_slug.get(connection.integration)
+            if integration is None:
+                continue
+            compiled = await self._catalog(integration)
+            if compiled is None:
+                continue
+            defs[integration.source_hash] = compiled.defs
+            entries.extend(ToolEntry(integration, connection, tool) for tool in compiled.tools)
+        entries.sort(key=lambda entry: entry.tool_id)
+        view = View(
+            revision=revision,
+            integrations=tuple(integrations),
+            entries=tuple(entries),
+            by_id={entry.tool_id: entry for entry in entries},
+            defs=defs,
+        )
+        self._views[key] = view
+        while len(self._views) > VIEW_CACHE:
+            self._views.popitem(last=False)
+        return view
+
+    async def _catalog(self, integration: IntegrationRecord) -> CompiledCatalog | None:
+        """The integration's compiled tools: from memory, else from LMDB, else compiled again from the
+        stored source (a compiled blob from another version may no longer decode)."""
+        digest = integration.source_hash
+        cached = self._compiled.get(digest)
+        if cached is not None:
+            self._compiled.move_to_end(digest)
+            return cached
+        catalog: CompiledCatalog | None = None
+        raw = await self._control.get_compiled(digest)
+        if raw is not None:
+            try:
+                catalog = (await trio.to_thread.run_sync(decode_compiled, raw)).catalog
+            except Exception as exc:
+                log.warning("recompiling %s: its stored compiled form does not decode (%s)", digest[:12], exc)
+        if catalog is None:
+            source = await self._control.get_source(digest)
+            if source is None:
+                log.error("integration %s/%s has no stored source %s", integration.org_id, integration.slug, digest)
+                return None
+            spec = await self._compile(source)
+            await self._control.put_compiled(digest, encode_compiled(spec))
+            catalog = spec.catalog
+        self._remember(digest, catalog)
+        return catalog
+
+    def _remember(self, digest: str, catalog: CompiledCatalog) -> None:
+        self._compiled[digest] = catalog
+        while len(self._compiled) > COMPILED_CACHE:
+            self._compiled.popitem(last=False)
+
+    async def _compile(self, source: bytes) -> CompiledSpec:
+        async with self._compiling:
+            return await trio.to_thread.run_sync(lambda: compile_spec(source, max_bytes=self._max_source_bytes))
+
+    # -- OpenAPI integrations ------------------------------------------------------------------------
+
+    async def preview_openapi(self, principal: Principal, body: Any) -> JsonObject:
+        values = _object(body)
+        _known(values, {"spec", "specFormat"})
+        source, _ = await self._source(values.get("spec"))
+        return preview(await self._compile(source))
+
+    def check_may_add(self, principal: Principal, values: JsonObject) -> None:
+        """Before an approval is asked for an add: the caller administers the org and named a spec."""
+        _admin(principal)
+        if values.get("spec") is None:
+            raise InvalidInput("spec is required")
+
+    async def add_openapi(self, principal: Principal, body: Any) -> tuple[IntegrationRecord, int]:
+        """A new integration from `{spec, slug?, name?, description?, baseUrl?, headers?, queryParams?,
+        authenticationTemplate?}`; `IntegrationExists` when the slug is taken. Nothing is written unless
+        the whole request is valid and the spec compiles."""
+        org = _org(principal)
+        _admin(principal)
+        values = _object(body)
+        _known(
+            values,
+            {"spec", "slug", "name", "description", "baseUrl", "headers", "queryParams", "authenticationTemplate",
+             "specFormat", "family"},
+        )
+        config = _openapi_config(values)
+        explicit_methods = (
+            openapi_auth.normalize_methods(values["authenticationTemplate"])
+            if values.get("authenticationTemplate") is not None
+            else None
+        )
+        name = _optional_text(values, "name", MAX_NAME_LENGTH)
+        description = _optional_text(values, "description", MAX_DESCRIPTION_LENGTH)
+        slug = values.get("slug")
+        if slug is not None and not valid_slug(slug):
+            raise InvalidInput(f"Invalid slug {slug!r}: use 1 to 64 letters, digits, '_' or '-'")
+        source, url = await self._source(values.get("spec"))
+        spec = await self._compile(source)
+        slug = slug or default_slug(name or spec.title or "api")
+        if slug == BUILT_IN_SLUG:
+            raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
+        if len(await self._control.integrations(org)) >= MAX_INTEGRATIONS_PER_ORG:
+            raise InvalidInput(f"An organization holds at most {MAX_INTEGRATIONS_PER_ORG} integrations")
+        if url is not None:
+            config["specUrl"] = url
+        now = self._clock()
+        record = IntegrationRecord(
+            org_id=org,
+            slug=slug,
+            kind=OPENAPI,
+            name=integration_name(spec, name, slug),
+            description=integration_description(spec, description, slug),
+            source_hash=_digest(source),
+            config=config,
+            auth_methods=explicit_methods if explicit_methods is not None else spec.auth_methods,
+            created_at=now,
+            updated_at=now,
+            can_refresh=url is not None,
+        )
+        if not await self._control.add_integration(record, source, encode_compiled(spec)):
+            raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
+        self._remember(record.source_hash, spec.catalog)
+        return record, len(spec.catalog.tools)
+
+    async def update_openapi_spec(self, principal: Principal, slug: str, body: Any) -> JsonObject:
+        """Recompile from a new `spec`, or re-fetch the stored URL; connections, policies, auth and the
+        description are kept. Answers the added and removed tool names."""
+        _admin(principal)
+        values = _object(body)
+        _known(values, {"spec", "specOverrides"})
+        record = await self.integration(principal, slug)
+        before = await self._catalog(record)
+        if values.get("spec") is not None:
+            source, url = await self._source(values["spec"])
+        elif record.config.get("specUrl"):
+            source, url = await self._source({"kind": "url", "url": record.config["specUrl"]})
+        else:
+            raise InvalidInput(
+                "This integration's spec was pasted inline and has no source URL to re-fetch. "
+                "Provide the updated spec content."
+            )
+        spec = await self._compile(source)
+        config = dict(record.config)
+        if url is not None:
+            config["specUrl"] = url
+        updated = attrs.evolve(
+            record,
+            source_hash=_digest(source),
+            config=config,
+            updated_at=self._clock(),
+            can_refresh=bool(config.get("specUrl")),
+        )
+        await self._control.replace_integration(updated, source, encode_compiled(spec))
+        self._remember(updated.source_hash, spec.catalog)
+        old = {tool.name for tool in before.tools} if before is not None else set()
+        new = {tool.name for tool in spec.catalog.tools}
+        return {
+            "slug": slug,
+            "toolCount": len(new),
+            "addedTools": sorted(new - old),
+            "removedTools": sorted(old - new),
+        }
+
+    async def configure_openapi(self, principal: Principal, slug: str, body: Any) -> IntegrationRecord:
+        """`{authenticationTemplate?, mode?: merge|replace, baseUrl?}`: the integration's auth methods
+        merged or replaced, and its base URL set (null clears it)."""
+        _admin(principal)
+        values = _object(body)
+        _known(values, {"authenticationTemplate", "mode", "baseUrl"})
+        record = await self.integration(principal, slug)
+        mode = values.get("mode", "merge")
+        if mode not in ("merge", "replace"):
+            raise InvalidInput('mode must be "merge" or "replace"')
+        methods = record.auth_methods
+        if values.get("authenticationTemplate") is not None:
+            new = openapi_auth.normalize_methods(values["authenticationTemplate"])
+            methods = openapi_auth.merge_methods(record.auth_methods, new, mode)
+        config = dict(record.config)
+        if "baseUrl" in values:
+            if values["baseUrl"] is None:
+                config.pop("baseUrl", None)
+            else:
+                config["baseUrl"] = _url(values["baseUrl"], "baseUrl")
+        updated = attrs.evolve(record, auth_methods=methods, config=config, updated_at=self._clock())
+        await self._control.replace_integration(updated)
+        return updated
+
+    async def patch(self, principal: Principal, slug: str, body: Any) -> IntegrationRecord:
+        _admin(principal)
+        values = _object(body)
+        _known(values, {"name", "description"})
+        record = await self.integration(principal, slug)
+        changes: dict[str, Any] = {}
+        if values.get("name") is not None:
+            changes["name"] = _optional_text(values, "name", MAX_NAME_LENGTH)
+        if values.get("description") is not None:
+            changes["description"] = _optional_text(values, "description", MAX_DESCRIPTION_LENGTH)
+        updated = attrs.evolve(record, **changes, updated_at=self._clock())
+        await self._control.replace_integration(updated)
+        return updated
+
+    async def remove(self, principal: Principal, slug: str) -> None:
+        """Remove an integration, its connections and the secret values those connections stored."""
+        _admin(principal)
+        if slug == BUILT_IN_SLUG:
+            raise RemovalNotAllowed(f"Integration {slug} is built in and cannot be removed", slug=slug)
+        removed = await self._control.remove_integration(_org(principal), slug) if valid_slug(slug) else None
+        if removed is None:
+            raise IntegrationNotFound(f"Integration not found: {slug}", slug=slug)
+        for connection in removed:
+            await self._forget_values(connection)
+
+    async def _source(self, spec: Any) -> tuple[bytes, str | None]:
+        """The spec's bytes, and its URL when it was fetched: `{kind:"url", url}`, `{kind:"blob", value}`,
+        or a string (a URL when it looks like one, else the document itself)."""
+        if isinstance(spec, str):
+            spec = {"kind": "url", "url": spec} if re.match(r"https?://", spec.strip()) else {"kind": "blob", "value": spec}
+        if not isinstance(spec, dict) or spec.get("kind") not in ("url", "blob"):
+            raise InvalidInput('spec must be {kind: "url", url} or {kind: "blob", value}')
+        if spec["kind"] == "blob":
+            value = spec.get("value")
+            if isinstance(value, dict | list):
+                return dumps(value), None
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidInput("spec.value must be the document's text")
+            raw = value.encode()
+            if len(raw) > self._max_source_bytes:
+                raise SpecRefused(f"OpenAPI document is larger than {self._max_source_bytes} bytes")
+            return raw, None
+        url = _url(spec.get("url"), "spec.url")
+        try:
+            return await self._outbound.fetch(url, max_bytes=self._max_source_bytes), url
+        except OutboundFailure as failure:
+            raise SourceUnavailable(failure.message) from None
+
+    # -- connections ---------------------------------------------------------------------------------
+
+    async def connections(
+        self, principal: Principal, integration: str | None = None, owner: str | None = None
+    ) -> list[ConnectionRecord]:
+        org = principal.org_id
+        if not org:
+            return []
+        if owner is not None and owner not in OWNERS:
+            raise InvalidInput('owner must be "org" or "user"')
+        return await self._control.connections(org, principal.account_id, integration=integration, owner=owner)
+
+    async def create_connection(self, principal: Principal, body: Any, *, pasted: bool) -> ConnectionRecord:
+        """Create or replace (upsert) a connection (see `check_connection_request`). Re-creating replaces the
+        credential and keeps the description unless a new one is given."""
+        values = _object(body)
+        owner, name, template, inputs = check_connection_request(principal, values, pasted=pasted)
+        integration = await self.integration(principal, _text(values.get("integration"), "integration"))
+        org, account = integration.org_id, _account(owner, principal)
+        existing = await self._control.get_connection(org, owner, account, integration.slug, name)
+        if existing is None:
+            mine = await self._control.connections(org, principal.account_id, owner=owner)
+            if len(mine) >= MAX_CONNECTIONS_PER_ACCOUNT:
+                raise InvalidConnectionInput(f"At most {MAX_CONNECTIONS_PER_ACCOUNT} connections per owner")
+        provider, item_ids = None, {}
+        partition = (org, account)
+        if inputs.pasted:
+            provider = self._secrets.default_writable
+            item_ids = {variable: f"connection:{owner}:{integration.slug}:{name}:{variable}" for variable in inputs.pasted}
+        elif inputs.references:
+            providers = {reference[0] for reference in inputs.references.values()}
+            if len(providers) > 1:
+                raise InvalidConnectionInput("A connection's inputs must all come from one provider")
+            provider = providers.pop()
+            self._secrets.require(provider)
+            item_ids = {variable: item for variable, (_, item) in inputs.references.items()}
+        now = self._clock()
+        record = ConnectionRecord(
+            org_id=org,
+            owner=owner,
+            account_id=account,
+            integration=integration.slug,
+            name=name,
+            template=template,
+            provider=provider,
+            item_ids=item_ids,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+            identity_label=_optional_text(values, "identityLabel", MAX_NAME_LENGTH)
+            or (existing.identity_label if existing else None),
+            description=_optional_text(values, "description", MAX_DESCRIPTION_LENGTH)
+            or (existing.description if existing else None),
+        )
+        if inputs.pasted:
+            await self._secrets.store_values(provider, partition, item_ids, inputs.pasted)
+        if not await self._control.put_connection(record):
+            raise IntegrationNotFound(f"Integration not found: {integration.slug}", slug=integration.slug)
+        if existing is not None:
+            stale = {variable: item for variable, item in existing.item_ids.items() if item not in item_ids.values()}
+            if existing.provider == self._secrets.default_writable and stale:
+                await self._secrets.delete(existing.provider, partition, list(stale.values()))
+        return record
+
+    async def connection(self, principal: Principal, owner: str, integration: str, name: str) -> ConnectionRecord:
+        org = principal.org_id
+        record = None
+        if org and owner in OWNERS:
+            record = await self._control.get_connection(org, owner, _account(owner, principal), integration, name)
+        if record is None:
+            raise ConnectionNotFound(f"Connection not found: tools.{integration}.{owner}.{name}")
+        return record
+
+    async def patch_connection(
+        self, principal: Principal, owner: str, integration: str, name: str, body: Any
+    ) -> ConnectionRecord:
+        values = _object(body)
+        _known(values, {"description", "identityLabel"})
+        record = await self.connection(principal, owner, integration, name)
+        if owner == "org":
+            _admin(principal)
+        changes: dict[str, Any] = {"updated_at": self._clock()}
+        if "description" in values:
+            changes["description"] = _optional_text(values, "description", MAX_DESCRIPTION_LENGTH)
+        if "identityLabel" in values:
+            changes["identity_label"] = _optional_text(values, "identityLabel", MAX_NAME_LENGTH)
+        updated = attrs.evolve(record, **changes)
+        if not await self._control.put_connection(updated):
+            raise ConnectionNotFound(f"Connection not found: tools.{integration}.{owner}.{name}")
+        return updated
+
+    async def remove_connection(self, principal: Principal, owner: str, integration: str, name: str) -> None:
+        record = await self.connection(principal, owner, integration, name)
+        if owner == "org":
+            _admin(principal)
+        removed = await self._control.remove_connection(
+            record.org_id, record.owner, record.account_id, record.integration, record.name
+        )
+        if removed is None:
+            raise ConnectionNotFound(f"Connection not found: tools.{integration}.{owner}.{name}")
+        await self._forget_values(removed)
+
+    async def connection_tools(self, principal: Principal, owner: str, integration: str, name: str) -> list[ToolEntry]:
+        """A connection's tools (what `refresh` answers: OpenAPI tools are derived, so nothing is rebuilt)."""
+        record = await self.connection(principal, owner, integration, name)
+        view = await self.view(principal)
+        return [entry for entry in view.entries if entry.connection == record]
+
+    async def _forget_values(self, connection: ConnectionRecord) -> None:
+        """Delete the pasted values a connection stored; referenced items belong to someone else."""
+        if connection.provider == self._secrets.default_writable and connection.item_ids:
+            prefix = f"connection:{connection.owner}:{connection.integration}:{connection.name}:"
+            own = [item for item in connection.item_ids.values() if item.startswith(prefix)]
+            if own:
+                await self._secrets.delete(
+                    connection.provider, (connection.org_id, connection.account_id), own
+                )
+
+    # -- calling -------------------------------------------------------------------------------------
+
+    def kind(self, integration: IntegrationRecord) -> Kind:
+        return self._kinds[integration.kind]
+
+    async def credentials(self, entry: ToolEntry) -> dict[str, str | None]:
+        """The connection's values for its template's inputs; None where the provider holds none."""
+        connection = entry.connection
+        method = _method(entry.integration.auth_methods, connection.template)
+        if method is None or connection.provider is None:
+            return {}
+        partition = (connection.org_id, connection.account_id)
+        values: dict[str, str | None] = {}
+        for variable in method.inputs:
+            item = connection.item_ids.get(variable)
+            values[variable] = (
+                None if item is None else await self._secrets.get(connection.provider, partition, item)
+            )
+        return values
+
+    async def invoke(self, entry: ToolEntry, args: Any) -> JsonObject:
+        credentials = await self.credentials(entry)
+        return await self.kind(entry.integration).invoke(
+            Invocation(entry.integration, entry.connection, entry.tool, args, credentials)
+        )
+
+
+def check_connection_request(
+    principal: Principal, values: JsonObject, *, pasted: bool
+) -> tuple[str, str, str, "_Inputs"]:
+    """What can be checked of a connection request without storage: its fields, who may create it, and its
+    one credential origin. `pasted` allows `value`/`values` (the HTTP API and the CLI); the sandbox's callers
+    may only reference provider items (`from`, `inputs`) or use `none`."""
+    allowed = {"owner", "name", "integration", "template", "identityLabel", "description", "from", "inputs"}
+    if pasted:
+        allowed |= {"value", "values"}
+    _known(values, allowed)
+    owner = values.get("owner")
+    if owner not in OWNERS:
+        raise InvalidConnectionInput('owner must be "org" or "user"')
+    if owner == "org":
+        _admin(principal)
+    elif not principal.account_id:
+        raise InvalidConnectionInput(
+            "Cannot create a personal connection: this context has no user subject. Create it with owner "
+            '"org", or connect as a signed-in user.'
+        )
+    _org(principal)
+    raw_name = values.get("name")
+    if not isinstance(raw_name, str) or not raw_name.strip() or len(raw_name) > MAX_NAME_LENGTH:
+        raise InvalidConnectionInput("name must be a non-empty string")
+    template = values.get("template")
+    if not isinstance(template, str) or not template or len(template) > MAX_NAME_LENGTH:
+        raise InvalidConnectionInput("template must be a non-empty string")
+    _text(values.get("integration"), "integration")
+    return owner, connection_identifier(raw_name), template, _credential_inputs(values, template, pasted)
+
+
+@attrs.frozen
+class _Inputs:
+    pasted: dict[str, str]
+    references: dict[str, tuple[str, str]]  # variable → (provider, item id)
+
+
+def _credential_inputs(values: JsonObject, template: str, pasted: bool) -> _Inputs:
+    """The one credential origin of a connection request, as upstream validates it."""
+    origins = [key for key in ("value", "values", "from", "inputs") if values.get(key) is not None]
+    if template == NO_AUTH:
+        if origins:
+            raise InvalidConnectionInput('A no-auth connection (template "none") takes no provider credential origin')
+        return _Inputs({}, {})
+    if len(origins) != 1:
+        raise InvalidConnectionInput(
+            "Expected exactly one credential origin" if pasted else "Expected exactly one provider credential origin"
+        )
+    origin = origins[0]
+    raw = values[origin]
+    if origin == "value":
+        return _Inputs({"token": _secret(raw, "value")}, {})
+    if origin == "values":
+        if not isinstance(raw, dict) or not raw:
+            raise InvalidConnectionInput("A connection must supply at least one credential input.")
+        return _Inputs({_variable(name): _secret(value, f"values.{name}") for name, value in raw.items()}, {})
+    if origin == "from":
+        return _Inputs({}, {"token": _reference(raw, "from")})
+    if not isinstance(raw, dict):
+        raise InvalidConnectionInput("inputs must be an object of {variable: {from: {provider, id}}}")
+    if not raw:
+        raise InvalidConnectionInput("Expected at least one provider credential input")
+    pasted_values: dict[str, str] = {}
+    references: dict[str, tuple[str, str]] = {}
+    for name, item in raw.items():
+        variable = _variable(name)
+        if isinstance(item, dict) and "from" in item and len(item) == 1:
+            references[variable] = _reference(item["from"], f"inputs.{name}.from")
+        elif pasted and isinstance(item, dict) and "value" in item and len(item) == 1:
+            pasted_values[variable] = _secret(item["value"], f"inputs.{name}.value")
+        else:
+            raise InvalidConnectionInput(f"inputs.{name} must be {{from: {{provider, id}}}}")
+    if pasted_values and references:
+        raise InvalidConnectionInput("A connection cannot mix pasted values and provider references")
+    return _Inputs(pasted_values, references)
+
+
+def _reference(raw: Any, field: str) -> tuple[str, str]:
+    if (
+        not isinstance(raw, dict)
+        or set(raw) != {"provider", "id"}
+        or not isinstance(raw["provider"], str)
+        or not isinstance(raw["id"], str)
+        or not raw["id"]
+        or len(raw["id"]) > MAX_NAME_LENGTH
+    ):
+        raise InvalidConnectionInput(f"{field} must be {{provider, id}}")
+    return raw["provider"], raw["id"]
+
+
+def _secret(raw: Any, field: str) -> str:
+    # The message names the field, never the value.
+    if not isinstance(raw, str) or not raw:
+        raise InvalidConnectionInput(f"{field} must be a non-empty string")
+    if len(raw) > MAX_SECRET_VALUE_LENGTH:
+        raise InvalidConnectionInput(f"{field} must be at most {MAX_SECRET_VALUE_LENGTH} characters")
+    return raw
+
+
+def _variable(name: Any) -> str:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
+        raise InvalidConnectionInput("credential input names must be identifiers")
+    return name
+
+
+def _method(methods: Iterable[AuthMethod], template: str) -> AuthMethod | None:
+    return next((method for method in methods if method.slug == template), None)
+
+
+def _account(owner: str, principal: Principal) -> str:
+    return principal.account_id if owner == "user" else ""
+
+
+def _org(principal: Principal) -> str:
+    if not principal.org_id:
+        raise InvalidInput("Integrations need an organization: this bearer has none")
+    return principal.org_id
+
+
+def _admin(principal: Principal) -> None:
+    _org(principal)
+    if not principal.org_admin:
+        raise NotAdmin("Only an organization admin can add, change or remove org integrations and connections")
+
+
+def _digest(source: bytes) -> str:
+    return hashlib.sha256(source).hexdigest()
+
+
+def _object(body: Any) -> JsonObject:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise InvalidInput("Expected a JSON object")
+    return body
+
+
+def _known(values: JsonObject, allowed: set[str]) -> None:
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise InvalidInput(f"Unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown[:10])}")
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{field} must be a non-empty string")
+    return value
+
+
+def _optional_text(values: JsonObject, field: str, limit: int) -> str | None:
+    value = values.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be a string")
+    if len(value) > limit:
+        raise InvalidInput(f"{field} must be at most {limit} characters")
+    return value
+
+
+def _url(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not re.match(r"https?://[^\s]+$", value) or len(value) > MAX_URL_LENGTH:
+        raise InvalidInput(f"{field} must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
+    return value
+
+
+def _openapi_config(values: JsonObject) -> JsonObject:
+    config: JsonObject = {}
+    if values.get("baseUrl") is not None:
+        config["baseUrl"] = _url(values["baseUrl"], "baseUrl")
+    for field in ("headers", "queryParams"):
+        raw = values.get(field)
+        if raw is None:
+            continue
+        if (
+            not isinstance(raw, dict)
+            or len(raw) > MAX_STATIC_ENTRIES
+            or not all(
+                isinstance(key, str) and key and isinstance(value, str) and len(value) <= MAX_STATIC_VALUE_LENGTH
+                for key, value in raw.items()
+            )
+        ):
+            raise InvalidInput(f"{field} must be an object of at most {MAX_STATIC_ENTRIES} string values")
+        config[field] = dict(raw)
+    return config

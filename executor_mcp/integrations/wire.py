@@ -1,0 +1,73 @@
+"""The JSON shapes of integrations, connections and tools, shared by the HTTP API, the sandbox's core tools
+and the CLI (upstream §3.1). A connection's JSON never holds a value, only where its values live."""
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.model import ConnectionRecord, IntegrationRecord
+from executor_mcp.integrations.openapi.auth import describe_methods
+from executor_mcp.integrations.service import ToolEntry
+
+
+def integration_json(record: IntegrationRecord) -> JsonObject:
+    body: JsonObject = {
+        "slug": record.slug,
+        "name": record.name,
+        "description": record.description,
+        "kind": record.kind,
+        "canRemove": True,
+        "canRefresh": record.can_refresh,
+        "authMethods": describe_methods(record.auth_methods),
+    }
+    display = record.config.get("baseUrl") or record.config.get("specUrl")
+    if display:
+        body["displayUrl"] = display
+    return body
+
+
+BUILT_IN_JSON: JsonObject = {
+    "slug": "executor",
+    "name": "Executor",
+    "description": "The executor's own tools: its integrations and, with policies, its governance.",
+    "kind": "built-in",
+    "canRemove": False,
+    "canRefresh": False,
+    "authMethods": [],
+}
+
+
+def connection_json(record: ConnectionRecord, *, full: bool = True) -> JsonObject:
+    """`full` adds the fields the HTTP API answers and the sandbox's `create` leaves out."""
+    body: JsonObject = {
+        "owner": record.owner,
+        "name": record.name,
+        "integration": record.integration,
+        "template": record.template,
+        "provider": record.provider,
+        "address": record.address,
+        "identityLabel": record.identity_label,
+        "description": record.description,
+        "expiresAt": None,
+        "oauthClient": None,
+        "oauthClientOwner": None,
+        "oauthScope": None,
+    }
+    if full:
+        body["missingOAuthScopes"] = []
+        body["lastHealth"] = None
+    return body
+
+
+def tool_row(entry: ToolEntry, *, annotations: bool = False) -> JsonObject:
+    row: JsonObject = {
+        "address": "tools." + entry.tool_id,
+        "owner": entry.connection.owner,
+        "integration": entry.integration.slug,
+        "connection": entry.connection.name,
+        "name": entry.tool.name,
+        "pluginId": entry.integration.kind,
+        "description": entry.tool.description,
+    }
+    if annotations and entry.tool.requires_approval:
+        row["requiresApproval"] = True
+        if entry.tool.approval_description:
+            row["approvalDescription"] = entry.tool.approval_description
+    return row

@@ -1,0 +1,229 @@
+"""The executor's tools for the catalog itself: adding OpenAPI specs and managing connections.
+
+Paths `tools.executor.openapi.previewSpec|addSpec` and `tools.executor.coreTools.connections.list|create|
+remove|refresh` (upstream §3.2). What changes the catalog is approval-gated, and `connections.create`
+takes provider references or `none` only: a secret value never passes through the agent. Each gated
+tool checks what it can before the approval is asked, so a doomed call costs no human.
+"""
+
+from typing import Any
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.addresses import OWNERS
+from executor_mcp.integrations.errors import InvalidConnectionInput, InvalidInput
+from executor_mcp.integrations.service import Integrations, check_connection_request
+from executor_mcp.integrations.wire import connection_json, tool_row
+from executor_mcp.tools.catalog import StaticTool
+from executor_mcp.tools.context import CallContext
+
+_OWNER = {"type": "string", "enum": list(OWNERS)}
+_REFERENCE = {
+    "type": "object",
+    "properties": {"provider": {"type": "string"}, "id": {"type": "string"}},
+    "required": ["provider", "id"],
+}
+_CONNECTION = {
+    "type": "object",
+    "properties": {
+        "owner": _OWNER,
+        "name": {"type": "string"},
+        "integration": {"type": "string"},
+        "template": {"type": "string"},
+        "provider": {"type": ["string", "null"]},
+        "address": {"type": "string"},
+        "identityLabel": {"type": ["string", "null"]},
+        "description": {"type": ["string", "null"]},
+    },
+    "required": ["owner", "name", "integration", "template", "address"],
+}
+_TOOL_ROW = {
+    "type": "object",
+    "properties": {
+        "address": {"type": "string"},
+        "owner": {"type": "string"},
+        "integration": {"type": "string"},
+        "connection": {"type": "string"},
+        "name": {"type": "string"},
+        "pluginId": {"type": "string"},
+        "description": {"type": "string"},
+    },
+}
+_SPEC = {
+    "description": 'The OpenAPI document: {kind: "url", url} or {kind: "blob", value: "<JSON or YAML text>"}',
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string", "enum": ["url"]}, "url": {"type": "string"}},
+            "required": ["kind", "url"],
+        },
+        {
+            "type": "object",
+            "properties": {"kind": {"type": "string", "enum": ["blob"]}, "value": {"type": "string"}},
+            "required": ["kind", "value"],
+        },
+        {"type": "string"},
+    ],
+}
+_CONNECTION_KEY = {"owner": _OWNER, "integration": {"type": "string"}, "name": {"type": "string"}}
+
+
+def _values(args: Any) -> JsonObject:
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise InvalidInput("Tool arguments did not match the input schema.")
+    return args
+
+
+def _key(args: Any) -> tuple[str, str, str]:
+    values = _values(args)
+    owner, integration, name = values.get("owner"), values.get("integration"), values.get("name")
+    if owner not in OWNERS or not isinstance(integration, str) or not isinstance(name, str):
+        raise InvalidConnectionInput("Expected {owner: \"org\" | \"user\", integration, name}")
+    return owner, integration, name
+
+
+def connected_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
+    async def preview_spec(args: Any, context: CallContext) -> JsonObject:
+        return await integrations.preview_openapi(context.principal, args)
+
+    async def add_spec(args: Any, context: CallContext) -> JsonObject:
+        record, count = await integrations.add_openapi(context.principal, args)
+        return {"slug": record.slug, "toolCount": count}
+
+    def check_add(args: Any, context: CallContext) -> None:
+        integrations.check_may_add(context.principal, _values(args))
+
+    async def list_connections(args: Any, context: CallContext) -> JsonObject:
+        values = _values(args)
+        records = await integrations.connections(context.principal, values.get("integration"), values.get("owner"))
+        return {"connections": [connection_json(record, full=False) for record in records]}
+
+    async def create_connection(args: Any, context: CallContext) -> JsonObject:
+        record = await integrations.create_connection(context.principal, args, pasted=False)
+        return connection_json(record, full=False)
+
+    def check_create(args: Any, context: CallContext) -> None:
+        check_connection_request(context.principal, _values(args), pasted=False)
+
+    async def remove_connection(args: Any, context: CallContext) -> JsonObject:
+        await integrations.remove_connection(context.principal, *_key(args))
+        return {"removed": True}
+
+    async def refresh_connection(args: Any, context: CallContext) -> JsonObject:
+        entries = await integrations.connection_tools(context.principal, *_key(args))
+        return {"tools": [tool_row(entry) for entry in entries]}
+
+    def check_key(args: Any, context: CallContext) -> None:
+        _key(args)
+
+    return (
+        StaticTool(
+            id="executor.openapi.previewSpec",
+            integration="executor",
+            name="openapi.previewSpec",
+            description=(
+                "Preview an OpenAPI document before adding it: its title, servers, operation count and auth "
+                "methods. Preview first, then add it with executor.openapi.addSpec. Never ask the user to paste "
+                "API keys or tokens into the chat: connections are created by the user outside it."
+            ),
+            input_schema={"type": "object", "properties": {"spec": _SPEC}, "required": ["spec"]},
+            output_schema={"type": "object"},
+            handler=preview_spec,
+        ),
+        StaticTool(
+            id="executor.openapi.addSpec",
+            integration="executor",
+            name="openapi.addSpec",
+            description="Add an OpenAPI integration to this organization's catalog from a URL or the document.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "spec": _SPEC,
+                    "slug": {"type": "string"},
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "baseUrl": {"type": "string"},
+                    "headers": {"type": "object"},
+                    "queryParams": {"type": "object"},
+                    "authenticationTemplate": {"type": "array"},
+                },
+                "required": ["spec"],
+            },
+            output_schema={
+                "type": "object",
+                "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
+                "required": ["slug", "toolCount"],
+            },
+            handler=add_spec,
+            requires_approval=True,
+            approval_description="Add an OpenAPI integration",
+            validate=check_add,
+        ),
+        StaticTool(
+            id="executor.coreTools.connections.list",
+            integration="executor",
+            name="connections.list",
+            description="List the connections you can use: the organization's and your own.",
+            input_schema={
+                "type": "object",
+                "properties": {"integration": {"type": "string"}, "owner": _OWNER, "verbose": {"type": "boolean"}},
+            },
+            output_schema={
+                "type": "object",
+                "properties": {"connections": {"type": "array", "items": _CONNECTION}},
+                "required": ["connections"],
+            },
+            handler=list_connections,
+        ),
+        StaticTool(
+            id="executor.coreTools.connections.create",
+            integration="executor",
+            name="connections.create",
+            description=(
+                "Create a connection from a credential the user already stored in a provider "
+                '(`from: {provider, id}` or `inputs: {var: {from}}`), or a no-auth one (`template: "none"`). '
+                "It never takes a secret value."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "owner": _OWNER,
+                    "name": {"type": "string"},
+                    "integration": {"type": "string"},
+                    "template": {"type": "string"},
+                    "identityLabel": {"type": "string"},
+                    "description": {"type": "string"},
+                    "from": _REFERENCE,
+                    "inputs": {"type": "object", "additionalProperties": {"type": "object"}},
+                },
+                "required": ["owner", "name", "integration", "template"],
+            },
+            output_schema=_CONNECTION,
+            handler=create_connection,
+            requires_approval=True,
+            validate=check_create,
+        ),
+        StaticTool(
+            id="executor.coreTools.connections.remove",
+            integration="executor",
+            name="connections.remove",
+            description="Remove a connection; its tools go with it.",
+            input_schema={"type": "object", "properties": _CONNECTION_KEY, "required": list(_CONNECTION_KEY)},
+            output_schema={"type": "object", "properties": {"removed": {"type": "boolean"}}, "required": ["removed"]},
+            handler=remove_connection,
+            requires_approval=True,
+            validate=check_key,
+        ),
+        StaticTool(
+            id="executor.coreTools.connections.refresh",
+            integration="executor",
+            name="connections.refresh",
+            description="Refresh a connection's tools from its integration, and list them.",
+            input_schema={"type": "object", "properties": _CONNECTION_KEY, "required": list(_CONNECTION_KEY)},
+            output_schema={"type": "object", "properties": {"tools": {"type": "array", "items": _TOOL_ROW}}},
+            handler=refresh_connection,
+            requires_approval=True,
+            validate=check_key,
+        ),
+    )
