@@ -27,6 +27,8 @@ from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Set
 from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine, Limits
 from executor_mcp.execution.runs import Book
+from executor_mcp.integrations.assembly import open_integrations
+from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.lifecycle import IdlePolicy
@@ -160,8 +162,8 @@ async def serve(
     pin_malloc_mmap_threshold()
     control = await ControlPlane.open(settings.data_dir)
     try:
-        async with httpx.AsyncClient() as http_client:
-            await _serve(settings, control, http_client, tools, task_status)
+        async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
+            await _serve(settings, control, http_client, integrations, tools, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await control.close()
@@ -171,6 +173,7 @@ async def _serve(
     settings: Settings,
     control: ControlPlane,
     http_client: httpx.AsyncClient,
+    integrations: Integrations,
     tools: ToolFactory | None,
     task_status: trio.TaskStatus[Running],
 ) -> None:
@@ -185,7 +188,7 @@ async def _serve(
     policies = Policies(control)
     catalog_tools = executor_tools(
         Engine(pool, limits),
-        build_catalog(),
+        build_catalog(integrations),
         policies,
         Book(approval_window=settings.approval_window),
         Admission(executions_per_account(settings, pool)),
@@ -211,7 +214,9 @@ async def _serve(
         allowed_origins=settings.allowed_origin,
         allowed_hosts=settings.allowed_host,
     )
-    app = create_app(manager, authenticator, public, policies, settings.authorization_server, browser)
+    app = create_app(
+        manager, authenticator, public, policies, settings.authorization_server, browser, integrations=integrations
+    )
     stop = trio.Event()
 
     async def shutdown_trigger() -> None:

@@ -21,6 +21,8 @@ import platformdirs
 ENV_PREFIX = "EXECUTOR_MCP_"
 DEFAULT_PORT = 4788
 DEFAULT_EXECUTIONS_PER_ACCOUNT = 16
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+DEFAULT_MAX_SPEC_BYTES = 32 * 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -60,6 +62,9 @@ class Settings:
     authorization_server: tuple[str, ...] = ()
     allowed_origin: tuple[str, ...] = ()
     allowed_host: tuple[str, ...] = ()
+    allow_local_network: bool = False
+    integration_max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    integration_max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES
 
     @property
     def loopback(self) -> bool:
@@ -155,6 +160,13 @@ def _claim(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def _switch(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in {"true", "false", "1", "0", "yes", "no"}:
+        raise ValueError("must be true or false")
+    return value in {"true", "1", "yes"}
+
+
 def _log_level(text: str) -> str:
     if text.lower() not in {"debug", "info", "warning", "error"}:
         raise ValueError("must be one of debug, info, warning, error")
@@ -167,6 +179,7 @@ class Option:
     parse: Callable[[str], Any]
     help: str
     repeatable: bool = False  # a flag given again adds a value; env is comma-separated; TOML is a list
+    switch: bool = False  # a flag with no value turns it on; env and TOML say true or false
 
     @property
     def flag(self) -> str:
@@ -238,6 +251,23 @@ OPTIONS = (
         "with --auth none, a Host header allowed besides the bind and public URL hosts, NAME[:PORT] (repeatable)",
         repeatable=True,
     ),
+    Option(
+        "allow_local_network",
+        _switch,
+        "let integrations reach loopback, private and link-local addresses (default off: the SSRF guard refuses "
+        "them; metadata addresses stay refused)",
+        switch=True,
+    ),
+    Option(
+        "integration_max_response_bytes",
+        _positive_int,
+        f"bytes of an integration's buffered response, past which the call fails (default {DEFAULT_MAX_RESPONSE_BYTES})",
+    ),
+    Option(
+        "integration_max_spec_bytes",
+        _positive_int,
+        f"bytes of an OpenAPI document, past which it is refused (default {DEFAULT_MAX_SPEC_BYTES})",
+    ),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
@@ -280,6 +310,8 @@ def _checked(settings: Settings) -> Settings:
 
 
 def _parse(option: Option, source: str, raw: object) -> Any:
+    if isinstance(raw, bool) and option.switch:
+        return raw
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise ConfigError(f"{source}: expected a string or a number, got {type(raw).__name__}")
     text = raw if isinstance(raw, str) else str(raw)

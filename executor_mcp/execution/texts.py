@@ -12,6 +12,29 @@ EXECUTE_DESCRIPTION = "\n".join(
     ]
 )
 
+# The execute description lists at most this many integrations; the rest are counted.
+MAX_INVENTORY = 50
+
+
+def inventory_block(slugs: list[str]) -> str | None:
+    """The `## Available integrations` block of the execute description and skill (upstream §3.2): the
+    slugs of the integrations the caller has connected, or None when there are none."""
+    if not slugs:
+        return None
+    ordered = sorted(set(slugs))
+    lines = [f"- `{slug}`" for slug in ordered[:MAX_INVENTORY]]
+    if len(ordered) > MAX_INVENTORY:
+        lines.append(f"- ... {len(ordered) - MAX_INVENTORY} more")
+    return "\n".join(
+        [
+            "## Available integrations",
+            "",
+            "Integrations you have connected. Their tools live under `tools.<integration>.…`.",
+            *lines,
+        ]
+    )
+
+
 SKILLS_DESCRIPTION = "\n".join(
     [
         "Fetch a named how-to skill. Skills hold the long-form guidance that would otherwise bloat another "

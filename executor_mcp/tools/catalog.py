@@ -198,6 +198,12 @@ class Catalog:
             await context.gate(Interaction(tool_id, message, args))
         return None
 
+    async def connected_slugs(self, principal: Principal) -> list[str]:
+        """The integrations the caller has a connection to (what the execute description lists)."""
+        if self._connected is None:
+            return []
+        return [connection.integration for connection in await self._connected.connections(principal)]
+
     async def _view(self, principal: Principal) -> View:
         return await self._connected.view(principal) if self._connected is not None else EMPTY_VIEW
 

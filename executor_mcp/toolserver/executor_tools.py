@@ -14,6 +14,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
+
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, refusal_result
 from executor_mcp.execution.engine import Engine, Outcome, internal_error
@@ -25,6 +27,7 @@ from executor_mcp.execution.texts import (
     SKILLS,
     SKILLS_DESCRIPTION,
     SKILLS_INDEX,
+    inventory_block,
 )
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
@@ -161,9 +164,19 @@ def executor_tools(
                 "content": [{"type": "text", "text": f'No skill named "{name}".\n\n{SKILLS_INDEX}'}],
                 "isError": True,
             }
-        return {"content": [{"type": "text", "text": skill[1]}]}
+        text = skill[1]
+        if name == "execute":
+            block = inventory_block(await catalog.connected_slugs(context.session.owner))
+            text = text if block is None else f"{text}\n{block}"
+        return {"content": [{"type": "text", "text": text}]}
 
-    native = ToolRegistry([RegisteredTool(EXECUTE, execute), RegisteredTool(SKILLS_TOOL, skills)])
+    async def execute_listing(meta: SessionMeta) -> Tool:
+        block = inventory_block(await catalog.connected_slugs(meta.owner))
+        return EXECUTE if block is None else attrs.evolve(EXECUTE, description=f"{EXECUTE_DESCRIPTION}\n\n{block}")
+
+    native = ToolRegistry(
+        [RegisteredTool(EXECUTE, execute, listing=execute_listing), RegisteredTool(SKILLS_TOOL, skills)]
+    )
     model = ToolRegistry([*native, RegisteredTool(RESUME, resume)])
 
     def factory(meta: SessionMeta) -> ToolRegistry:

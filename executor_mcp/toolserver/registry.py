@@ -36,6 +36,9 @@ ToolHandler = Callable[[JsonObject, ToolContext], Awaitable[JsonObject]]
 class RegisteredTool:
     tool: Tool
     handler: ToolHandler
+    # The tool as one session lists it, when that depends on who the session is (`execute` names the
+    # integrations its owner connected); asked once per runtime build, on the first `tools/list`.
+    listing: Callable[[SessionMeta], Awaitable[Tool]] | None = None
 
 
 class ToolRegistry:

@@ -19,7 +19,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.execution.runs import Deferred
 from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
-from executor_mcp.protocol.mcp import CallToolParams, structure_params, tools_list_result
+from executor_mcp.protocol.mcp import CallToolParams, Tool, structure_params, tools_list_result
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.toolserver.registry import ToolContext, ToolRegistry
 
@@ -46,6 +46,7 @@ class ToolServer:
         self._lease = lease
         self._ids = itertools.count(1)
         self._asked: dict[RequestId, Deferred[Message]] = {}
+        self._listed: list[Tool] | None = None
 
     async def handle(self, request: Request, notify: Send) -> Response | ErrorResponse:
         try:
@@ -83,7 +84,12 @@ class ToolServer:
             case "ping":
                 return {}
             case "tools/list":
-                return tools_list_result([entry.tool for entry in self._tools])
+                if self._listed is None:
+                    self._listed = [
+                        await entry.listing(self.meta) if entry.listing is not None else entry.tool
+                        for entry in self._tools
+                    ]
+                return tools_list_result(self._listed)
             case "tools/call":
                 params: CallToolParams = structure_params(request.params, CallToolParams)
                 entry = self._tools.get(params.name)

@@ -1,0 +1,29 @@
+"""The integrations service as the server and the admin commands build it from settings."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from executor_mcp.config import Settings
+from executor_mcp.integrations.model import OPENAPI
+from executor_mcp.integrations.openapi.kind import OpenApiKind
+from executor_mcp.integrations.service import Integrations
+from executor_mcp.outbound.client import Outbound
+from executor_mcp.secrets.providers import SecretProviders
+from executor_mcp.storage.control import ControlPlane
+
+
+@asynccontextmanager
+async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncIterator[Integrations]:
+    """The service, with the outbound HTTP client it owns for as long as the block runs."""
+    async with Outbound(
+        allow_local_network=settings.allow_local_network,
+        max_response_bytes=settings.integration_max_response_bytes,
+    ) as outbound:
+        secrets = await SecretProviders.open(settings, control)
+        yield Integrations(
+            control,
+            secrets,
+            {OPENAPI: OpenApiKind(outbound)},
+            outbound,
+            max_source_bytes=settings.integration_max_spec_bytes,
+        )
