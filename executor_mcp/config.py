@@ -9,6 +9,7 @@ Unknown keys are an error: a typo must not silently fall back to a default.
 
 import ipaddress
 import os
+import re
 import tomllib
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -21,6 +22,11 @@ import platformdirs
 ENV_PREFIX = "EXECUTOR_MCP_"
 DEFAULT_PORT = 4788
 DEFAULT_EXECUTIONS_PER_ACCOUNT = 16
+# The master key of the encrypted secret store: an environment variable or `<data-dir>/secret.key`, never a
+# flag (argv is visible to every user of the machine).
+SECRET_KEY_ENV = ENV_PREFIX + "SECRET_KEY"
+# Environment variables the `env` secret provider reads without being listed with --secret-env.
+SECRET_ENV_PREFIX = ENV_PREFIX + "SECRET_"
 
 
 class ConfigError(ValueError):
@@ -60,6 +66,8 @@ class Settings:
     authorization_server: tuple[str, ...] = ()
     allowed_origin: tuple[str, ...] = ()
     allowed_host: tuple[str, ...] = ()
+    secret_env: tuple[str, ...] = ()
+    secrets_dir: Path | None = None
 
     @property
     def loopback(self) -> bool:
@@ -155,6 +163,30 @@ def _claim(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def _directory(text: str) -> Path:
+    if not text.strip():
+        raise ValueError("must not be empty")  # an empty path would be the working directory
+    return Path(text)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _secret_env_name(text: str) -> str:
+    name = text.strip()
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError("must be an environment variable name (letters, digits and _, not starting with a digit)")
+    if is_reserved_env(name) or (name.startswith(ENV_PREFIX) and not name.startswith(SECRET_ENV_PREFIX)):
+        raise ValueError(f"must not be {SECRET_KEY_ENV} or another setting of this server ({ENV_PREFIX}*)")
+    return name
+
+
+def is_reserved_env(name: str) -> bool:
+    """Whether `name` is the server's own: the secret store's master key or a configuration variable. No
+    secret provider reads these, whatever the allow-list says, so a connection cannot carry them off."""
+    return name in {SECRET_KEY_ENV, CONFIG_ENV} or name in {option.env for option in OPTIONS}
+
+
 def _log_level(text: str) -> str:
     if text.lower() not in {"debug", "info", "warning", "error"}:
         raise ValueError("must be one of debug, info, warning, error")
@@ -238,6 +270,13 @@ OPTIONS = (
         "with --auth none, a Host header allowed besides the bind and public URL hosts, NAME[:PORT] (repeatable)",
         repeatable=True,
     ),
+    Option(
+        "secret_env",
+        _secret_env_name,
+        f"an environment variable the env secret provider may read besides {SECRET_ENV_PREFIX}* (repeatable)",
+        repeatable=True,
+    ),
+    Option("secrets_dir", _directory, "a directory of secret files the file secret provider reads (e.g. /run/secrets)"),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
@@ -289,7 +328,7 @@ def _parse(option: Option, source: str, raw: object) -> Any:
         raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
 
 
-_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file"})
+_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "secrets_dir"})
 
 
 def _read_toml(path: Path) -> dict[str, object]:
