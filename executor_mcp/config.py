@@ -169,12 +169,12 @@ def _directory(text: str) -> Path:
     return Path(text)
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what `fullmatch`es is a portable environment variable name
 
 
 def _secret_env_name(text: str) -> str:
     name = text.strip()
-    if not _ENV_NAME.fullmatch(name):
+    if not ENV_NAME.fullmatch(name):
         raise ValueError("must be an environment variable name (letters, digits and _, not starting with a digit)")
     if is_reserved_env(name) or (name.startswith(ENV_PREFIX) and not name.startswith(SECRET_ENV_PREFIX)):
         raise ValueError(f"must not be {SECRET_KEY_ENV} or another setting of this server ({ENV_PREFIX}*)")

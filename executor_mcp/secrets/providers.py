@@ -20,7 +20,7 @@ from typing import Protocol
 import attrs
 import trio
 
-from executor_mcp.config import SECRET_ENV_PREFIX, Settings, is_reserved_env
+from executor_mcp.config import ENV_NAME, SECRET_ENV_PREFIX, Settings, is_reserved_env
 from executor_mcp.integrations.errors import InvalidConnectionInput, ProviderNotRegistered
 from executor_mcp.integrations.model import ConnectionRecord
 from executor_mcp.secrets.cipher import SecretCipher
@@ -33,7 +33,6 @@ ENV = "env"
 FILE = "file"
 MAX_VALUE_BYTES = 64 * 1024
 MAX_LISTED_FILES = 1000
-_ENV_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 @attrs.frozen
@@ -134,9 +133,7 @@ class EnvProvider(_ReadOnly):
 
     def readable(self, name: str) -> bool:
         return (
-            bool(name)
-            and set(name) <= _ENV_NAME_CHARACTERS
-            and not name[0].isdigit()
+            ENV_NAME.fullmatch(name) is not None
             and not is_reserved_env(name)
             and (name.startswith(SECRET_ENV_PREFIX) or name in self._listed)
         )
