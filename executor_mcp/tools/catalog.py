@@ -21,7 +21,7 @@ from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.context import CallContext, Interaction, approval_message
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
-from executor_mcp.tools.typescript import describe_output, schema_to_typescript
+from executor_mcp.tools.typescript import describe_types
 
 DEFAULT_LIMIT = 12
 MAX_SUGGESTIONS = 5
@@ -32,13 +32,6 @@ MAX_INTEGRATIONS_QUERY_LENGTH = 200
 # (short words that every tool holds, about 10 µs per tool) cannot hold up the event loop; below it, the
 # worst case costs less than a thread hop is worth.
 THREADED_SEARCH_ENTRIES = 200
-TOOL_DEFINITIONS = "\n".join(
-    [
-        "type ToolError = { code: string; message: string; status?: number; details?: unknown; retryable?: boolean };",
-        "type ToolHttpMeta = { status: number; headers: Record<string, string> };",
-        "type ToolFile = { name?: string; mimeType: string; byteLength: number; data: string };",
-    ]
-)
 
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
 Validator = Callable[[Any, CallContext], None]
@@ -88,7 +81,7 @@ _BUILTINS = {
         "Describe one tool: its TypeScript input and output types.",
         "{ path: string }",
         "{ path: string; name: string; description?: string; inputTypeScript?: string; outputTypeScript: string; "
-        "typeScriptDefinitions: string }",
+        "typeScriptDefinitions: { [k: string]: string; } }",
     ),
     "executor.integrations.list": _Builtin(
         "List the integrations whose tools this catalog holds.",
@@ -203,7 +196,7 @@ class Catalog:
                 "description": builtin.description,
                 "inputTypeScript": builtin.input_typescript,
                 "outputTypeScript": builtin.output_typescript,
-                "typeScriptDefinitions": "",
+                "typeScriptDefinitions": {},
             }
         tool = self.tool(path)
         if tool is None:
@@ -211,10 +204,7 @@ class Catalog:
             error.update(await self._suggest(path, principal))
             return {"path": path, "name": path, "error": error}
         described: JsonObject = {"path": tool.id, "name": tool.name, "description": tool.description}
-        if tool.input_schema.get("properties"):
-            described["inputTypeScript"] = schema_to_typescript(tool.input_schema)
-        described["outputTypeScript"] = describe_output(tool.output_schema)
-        described["typeScriptDefinitions"] = TOOL_DEFINITIONS
+        described.update(describe_types(tool.input_schema, tool.output_schema))
         return described
 
     def _list_integrations(self, args: Any) -> JsonObject:

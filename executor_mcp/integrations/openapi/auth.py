@@ -370,17 +370,37 @@ def describe_methods(methods: Sequence[AuthMethod]) -> list[JsonObject]:
     described = []
     for method in methods:
         if method.kind == NO_AUTH:
-            described.append({"id": method.slug, "label": method.label or "No authentication", "kind": NO_AUTH,
-                              "template": method.slug})
+            described.append(
+                {
+                    "id": method.slug,
+                    "label": method.label or "No authentication",
+                    "kind": NO_AUTH,
+                    "template": method.slug,
+                }
+            )
             continue
         if method.kind == OAUTH2:
-            described.append({"id": method.slug, "label": method.label or "OAuth2", "kind": "oauth",
-                              "template": method.slug, "oauth": dict(method.oauth or {})})
+            described.append(
+                {
+                    "id": method.slug,
+                    "label": method.label or "OAuth2",
+                    "kind": "oauth",
+                    "template": method.slug,
+                    "oauth": dict(method.oauth or {}),
+                }
+            )
             continue
         first = method.placements[0].name if method.placements else None
         label = method.label or (f"API key ({first})" if first else "API key")
-        described.append({"id": method.slug, "label": label, "kind": APIKEY, "template": method.slug,
-                          "placements": [canonical_placement(p) for p in method.placements]})
+        described.append(
+            {
+                "id": method.slug,
+                "label": label,
+                "kind": APIKEY,
+                "template": method.slug,
+                "placements": [canonical_placement(p) for p in method.placements],
+            }
+        )
     return described
 
 

@@ -96,9 +96,7 @@ def compile_spec(source: bytes | str, *, max_bytes: int = MAX_SOURCE_BYTES) -> C
 def compile_document(document: Document) -> CompiledSpec:
     schemas = _Schemas(document)
     raw_defs = document.components.get("schemas")
-    defs = (
-        {name: schemas.top(schema) for name, schema in raw_defs.items()} if isinstance(raw_defs, dict) else {}
-    )
+    defs = {name: schemas.top(schema) for name, schema in raw_defs.items()} if isinstance(raw_defs, dict) else {}
     document_servers = _servers(document.root.get("servers"))
     operations: list[_Operation] = []
     for path in sorted(document.paths):
@@ -397,9 +395,11 @@ def _servers(raw: Any) -> tuple[Server, ...]:
 
 def _server_infos(raw: Any) -> tuple[JsonObject, ...]:
     """The document's servers as the preview lists them: `{url, description?, variables?}`."""
-    described = [s for s in raw if isinstance(s, dict) and isinstance(s.get("url"), str) and s["url"]] if isinstance(
-        raw, list
-    ) else []
+    described = (
+        [s for s in raw if isinstance(s, dict) and isinstance(s.get("url"), str) and s["url"]]
+        if isinstance(raw, list)
+        else []
+    )
     return tuple(
         _server_info(server, _text(declared.get("description")))
         for server, declared in zip(_servers(described), described, strict=True)
@@ -608,7 +608,7 @@ class _Schemas:
                     height = max(height, child_height + 1)
                 normalized: Any = mapped if any(mapped[k] is not value[k] for k in value) else value
                 volume += 1
-            elif name in _SCHEMA_LISTS and isinstance(value, list) or name == "items" and isinstance(value, list):
+            elif (name in _SCHEMA_LISTS or name == "items") and isinstance(value, list):
                 built = [self._schema(child, depth + 2) for child in value]
                 listed = [child for child, _, _ in built]
                 volume += 1 + sum(v for _, v, _ in built)

@@ -103,9 +103,7 @@ def parse(source: bytes | str, *, max_bytes: int = MAX_SOURCE_BYTES) -> Document
     if data is None or data == {}:
         raise SpecRefused("OpenAPI document is empty")
     if not isinstance(data, dict) or not _is_openapi_3(data.get("openapi")):
-        raise SpecRefused(
-            "Only OpenAPI 3.x documents are supported. Swagger 2.x documents should be converted first."
-        )
+        raise SpecRefused("Only OpenAPI 3.x documents are supported. Swagger 2.x documents should be converted first.")
     if not isinstance(data.get("paths"), dict):
         raise SpecRefused("OpenAPI document has no paths defined")
     document = Document(data)
@@ -127,7 +125,7 @@ def _load(text: str) -> tuple[Any, set[str]]:
             walk = _Walk(convert=False)
             return walk.value(data, 1), walk.refs
     try:
-        loaded = yaml.load(text, Loader=_Loader)  # noqa: S506 - a subclass of the safe loader
+        loaded = yaml.load(text, Loader=_Loader)  # a subclass of the safe loader
     except RecursionError:
         raise _too_deep() from None
     except yaml.YAMLError as exc:

@@ -174,5 +174,7 @@ def _by_method(candidate: _Candidate) -> None:
 
 def _by_hash(candidate: _Candidate) -> None:
     operation = candidate.operation
-    identity = _js_stringify({"method": operation.method, "operationId": operation.operation_id, "path": operation.path})
+    identity = _js_stringify(
+        {"method": operation.method, "operationId": operation.operation_id, "path": operation.path}
+    )
     candidate.leaf = f"{candidate.leaf}_{string_hash(identity)[:8]}"
