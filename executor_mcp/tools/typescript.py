@@ -47,9 +47,7 @@ def render(schema: Any, defs: JsonObject | None = None) -> tuple[str, dict[str, 
     return text, renderer.definitions()
 
 
-def describe_types(
-    input_schema: JsonObject | None, output_schema: Any, defs: JsonObject | None = None
-) -> JsonObject:
+def describe_types(input_schema: JsonObject | None, output_schema: Any, defs: JsonObject | None = None) -> JsonObject:
     """`inputTypeScript` (absent when the tool takes no input), the wrapped `outputTypeScript` and the
     `typeScriptDefinitions` both reach plus the fixed `ToolError`, `ToolHttpMeta` and `ToolFile`."""
     renderer = _Renderer(defs or {})
@@ -116,10 +114,7 @@ class _Renderer:
             return _literal(schema["const"])
         enum = schema.get("enum")
         if isinstance(enum, list):
-            values = list(enum)
-            if schema.get("nullable") is True and None not in values:
-                values.append(None)
-            return " | ".join(dict.fromkeys(_literal(value) for value in values)) or "never"
+            return " | ".join(dict.fromkeys(_literal(value) for value in enum)) or "never"
         parts = []
         if any(key in schema for key in ("type", "properties", "items", "additionalProperties")):
             parts.append(self._typed(schema, depth))
@@ -176,6 +171,7 @@ class _Renderer:
                 break
             optional = "" if name in required else "?"
             members.append(f"{_key(name)}{optional}: {self.type(value, depth + 1)}; ")
+            self.written += len(name) + 4
         extra = schema.get("additionalProperties")
         if extra is True or (not properties and extra is None):
             members.append("[k: string]: unknown; ")

@@ -258,7 +258,7 @@ def _check_refs(document: Document, refs: set[str]) -> None:
         if not ref.startswith("#"):
             raise SpecRefused(f"External $ref is not supported (local #/ pointers only): {quoted(ref)}")
     finite: set[str] = set()
-    for ref in refs:
+    for ref in sorted(refs):
         chain: list[str] = []
         current: str | None = ref
         while current is not None and current not in finite:
