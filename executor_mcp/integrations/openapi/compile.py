@@ -588,8 +588,6 @@ class _Schemas:
         if isinstance(ref, str):
             component = _COMPONENT_SCHEMA.match(ref)
             if component is not None:
-                if ref.startswith("#/$defs/"):
-                    return raw, len(raw) + 1, 1
                 rewritten = {**raw, "$ref": f"#/$defs/{component.group(1)}"}
                 return rewritten, len(raw) + 1, 1
             target = self.document.pointer(ref)
