@@ -22,7 +22,7 @@ from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.context import CallContext, Interaction, approval_message
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
-from executor_mcp.tools.typescript import describe_output, schema_to_typescript
+from executor_mcp.tools.typescript import describe_types
 
 DEFAULT_LIMIT = 12
 MAX_SUGGESTIONS = 5
@@ -35,13 +35,6 @@ MAX_INTEGRATIONS_QUERY_LENGTH = 200
 THREADED_SEARCH_ENTRIES = 200
 # Callers whose search index is kept; another caller's first search builds its own.
 SEARCH_INDEX_CACHE = 64
-TOOL_DEFINITIONS = "\n".join(
-    [
-        "type ToolError = { code: string; message: string; status?: number; details?: unknown; retryable?: boolean };",
-        "type ToolHttpMeta = { status: number; headers: Record<string, string> };",
-        "type ToolFile = { name?: string; mimeType: string; byteLength: number; data: string };",
-    ]
-)
 
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
 Validator = Callable[[Any, CallContext], None]
@@ -92,7 +85,7 @@ _BUILTINS = {
         "Describe one tool: its TypeScript input and output types.",
         "{ path: string }",
         "{ path: string; name: string; description?: string; inputTypeScript?: string; outputTypeScript: string; "
-        "typeScriptDefinitions: string }",
+        "typeScriptDefinitions: { [k: string]: string; } }",
     ),
     "executor.integrations.list": _Builtin(
         "List the integrations whose tools this catalog holds.",
@@ -283,7 +276,7 @@ class Catalog:
                 "description": builtin.description,
                 "inputTypeScript": builtin.input_typescript,
                 "outputTypeScript": builtin.output_typescript,
-                "typeScriptDefinitions": "",
+                "typeScriptDefinitions": {},
             }
         tool = self.tool(path)
         entry = None if tool is not None else await self._connected_tool(path, principal)
@@ -294,10 +287,7 @@ class Catalog:
             error.update(await self._suggest(path, principal))
             return {"path": path, "name": path, "error": error}
         described: JsonObject = {"path": tool.id, "name": tool.name, "description": tool.description}
-        if tool.input_schema.get("properties"):
-            described["inputTypeScript"] = schema_to_typescript(tool.input_schema)
-        described["outputTypeScript"] = describe_output(tool.output_schema)
-        described["typeScriptDefinitions"] = TOOL_DEFINITIONS
+        described.update(describe_types(tool.input_schema, tool.output_schema))
         return described
 
     async def _list_integrations(self, args: Any, principal: Principal) -> JsonObject:
@@ -433,13 +423,9 @@ def _summary(
 def describe_connected(entry: ToolEntry, view: View) -> JsonObject:
     """`describe.tool` of a connected tool: its compact TypeScript, with the `$defs` its types reference."""
     tool = entry.tool
-    defs = view.defs.get(entry.integration.source_hash, {})
     described: JsonObject = {"path": entry.tool_id, "name": tool.name, "description": tool.description}
-    if tool.input_schema and tool.input_schema.get("properties"):
-        described["inputTypeScript"] = schema_to_typescript(tool.input_schema)
-    described["outputTypeScript"] = describe_output(tool.output_schema or {})
-    described["typeScriptDefinitions"] = TOOL_DEFINITIONS
-    del defs
+    defs = view.defs.get(entry.integration.source_hash, {})
+    described.update(describe_types(tool.input_schema, tool.output_schema, defs))
     return described
 
 

@@ -13,7 +13,6 @@ from executor_mcp.tools.catalog import (
     MAX_INTEGRATIONS_QUERY_LENGTH,
     MAX_PATH_LENGTH,
     THREADED_SEARCH_ENTRIES,
-    TOOL_DEFINITIONS,
     Catalog,
     Integration,
     StaticTool,
@@ -22,6 +21,7 @@ from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.tools.search import MAX_NAMESPACE_LENGTH, MAX_QUERY_LENGTH, MAX_QUERY_WORDS, Entry, SearchIndex
+from executor_mcp.tools.typescript import TOOL_DEFINITIONS
 
 CORE_TOOL = "executor.coreTools.integrations.list"
 SEARCH_SHAPE = "{ query?: string; namespace?: string; limit?: number; offset?: number }"
@@ -133,20 +133,19 @@ async def test_describe_the_core_tool(context: CallContext) -> None:
     assert described["description"] == "List the integrations available to this executor."
     assert "inputTypeScript" not in described
     output = described["outputTypeScript"]
-    assert output.startswith("{ ok: true; data: { integrations: Array<{ slug: string; description: string; ")
-    assert output.endswith(" }> }; http?: ToolHttpMeta } | { ok: false; error: ToolError }")
+    assert output.startswith("{ ok: true; data: { integrations: { slug: string; description: string; ")
+    assert output.endswith("; }[]; }; http?: ToolHttpMeta } | { ok: false; error: ToolError }")
     definitions = described["typeScriptDefinitions"]
     assert definitions == TOOL_DEFINITIONS
-    for name in ("type ToolError = {", "type ToolHttpMeta = {", "type ToolFile = {"):
-        assert name in definitions
+    assert list(definitions) == ["ToolError", "ToolHttpMeta", "ToolFile"]
 
 
 async def test_describe_accepts_the_tools_prefix_and_shows_declared_input(context: CallContext) -> None:
     described = await demo_catalog().invoke("describe.tool", {"path": "tools.demo.alpha"}, context)
     assert described["path"] == "demo.alpha"
-    assert described["inputTypeScript"] == "{ text: string }"
+    assert described["inputTypeScript"] == "{ text: string; }"
     assert described["outputTypeScript"] == (
-        "{ ok: true; data: { received?: unknown }; http?: ToolHttpMeta } | { ok: false; error: ToolError }"
+        "{ ok: true; data: { received?: unknown; }; http?: ToolHttpMeta } | { ok: false; error: ToolError }"
     )
 
 
