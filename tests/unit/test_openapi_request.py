@@ -274,7 +274,7 @@ def test_header_precedence_auth_beats_static_beats_content_type_beats_agent() ->
 def test_the_default_user_agent_names_the_product_version() -> None:
     import executor_mcp
 
-    assert DEFAULT_USER_AGENT == f"executor-mcp/{executor_mcp.__version__}"
+    assert f"executor-mcp/{executor_mcp.__version__}" == DEFAULT_USER_AGENT
     assert header(build(GET_ORDER, {"orderId": "1"}), "user-agent") == DEFAULT_USER_AGENT
     assert header(build(GET_ORDER, {"orderId": "1"}), "accept") is None
 
@@ -357,7 +357,8 @@ def test_a_missing_required_body_is_refused() -> None:
     octet = body_binding(MediaType("application/octet-stream"), required=True)
     assert refused(octet, {}) == "Missing required request body: provide `bodyBase64`"
     optional = build(body_binding(MediaType("application/json")), {})
-    assert optional.body is None and header(optional, "content-type") is None
+    assert optional.body is None
+    assert header(optional, "content-type") is None
 
 
 def test_form_bodies_follow_oas_encoding() -> None:
@@ -420,9 +421,11 @@ def test_multipart_bodies() -> None:
         b'--BOUNDARY\r\nContent-Disposition: form-data; name="n"\r\n\r\n3\r\n'
         b'--BOUNDARY\r\nContent-Disposition: form-data; name="tags"\r\n\r\na\r\n'
         b'--BOUNDARY\r\nContent-Disposition: form-data; name="tags"\r\n\r\nb\r\n'
-        b'--BOUNDARY\r\nContent-Disposition: form-data; name="meta"; filename="blob"\r\nContent-Type: application/json\r\n\r\n{"k":1}\r\n'
+        b'--BOUNDARY\r\nContent-Disposition: form-data; name="meta"; filename="blob"\r\n'
+        b'Content-Type: application/json\r\n\r\n{"k":1}\r\n'
         b'--BOUNDARY\r\nContent-Disposition: form-data; name="obj"\r\n\r\n{"x":true}\r\n'
-        b'--BOUNDARY\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\nContent-Type: image/png\r\n\r\nPNG\r\n'
+        b'--BOUNDARY\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n'
+        b"Content-Type: image/png\r\n\r\nPNG\r\n"
         b"--BOUNDARY--\r\n"
     )
     broken = {**file, "data": "%%%"}
@@ -532,7 +535,7 @@ def test_a_free_server_variable_cannot_escape_its_url_component() -> None:
         servers=(Server("https://{r}.x.com", (ServerVariable("r", "us", enum=("us", "eu")),)),),
     )
     attack = {"server": {"variables": {"r": "attacker.com"}}}
-    with pytest.raises(ArgumentsRefused, match='^Server variable "r" must be one of: us, eu$'):
+    with pytest.raises(ArgumentsRefused, match=r'^Server variable "r" must be one of: us, eu$'):
         check_arguments(enum, attack)
     with pytest.raises(ArgumentsRefused):
         build(enum, attack, base_url=None)

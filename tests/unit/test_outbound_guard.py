@@ -45,7 +45,8 @@ from executor_mcp.outbound.model import format_seconds
 )
 def test_local_and_private_addresses_are_refused(address: str) -> None:
     blocked = guard.check_address(ipaddress.ip_address(address), allow_local_network=False)
-    assert blocked is not None and blocked.reason is BlockReason.LOCAL
+    assert blocked is not None
+    assert blocked.reason is BlockReason.LOCAL
     assert guard.check_address(ipaddress.ip_address(address), allow_local_network=True) is None
 
 
@@ -74,7 +75,8 @@ def test_public_addresses_pass(address: str) -> None:
 @pytest.mark.parametrize("address", ["169.254.169.254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"])
 def test_metadata_addresses_are_refused_even_with_the_local_network_allowed(address: str) -> None:
     blocked = guard.check_address(ipaddress.ip_address(address), allow_local_network=True)
-    assert blocked is not None and blocked.reason is BlockReason.METADATA
+    assert blocked is not None
+    assert blocked.reason is BlockReason.METADATA
     assert blocked.message.startswith("Metadata service addresses are not allowed")
 
 
@@ -83,7 +85,8 @@ def test_metadata_addresses_are_refused_even_with_the_local_network_allowed(addr
 )
 def test_metadata_hosts_are_refused_by_name(host: str) -> None:
     blocked = guard.check_host(host, allow_local_network=True)
-    assert blocked is not None and blocked.reason is BlockReason.METADATA
+    assert blocked is not None
+    assert blocked.reason is BlockReason.METADATA
 
 
 @pytest.mark.parametrize(
@@ -101,7 +104,8 @@ def test_metadata_hosts_are_refused_by_name(host: str) -> None:
 )
 def test_local_hosts_are_refused_unless_allowed(host: str) -> None:
     blocked = guard.check_host(host, allow_local_network=False)
-    assert blocked is not None and blocked.reason is BlockReason.LOCAL
+    assert blocked is not None
+    assert blocked.reason is BlockReason.LOCAL
     assert blocked.message.startswith("Local and private network addresses are not allowed: ")
     assert guard.check_host(host, allow_local_network=True) is None
 
@@ -117,7 +121,8 @@ def test_a_name_passes_before_resolution_and_its_addresses_are_judged_after() ->
 @pytest.mark.parametrize("scheme", ["file", "ftp", "gopher", "", "javascript"])
 def test_only_http_and_https_schemes_pass(scheme: str) -> None:
     blocked = guard.check_target(scheme, "example.com", allow_local_network=True)
-    assert blocked is not None and blocked.reason is BlockReason.SCHEME
+    assert blocked is not None
+    assert blocked.reason is BlockReason.SCHEME
     assert blocked.message.startswith("Only HTTP and HTTPS outbound requests are allowed")
     assert guard.check_target("HTTPS", "example.com", allow_local_network=False) is None
 
