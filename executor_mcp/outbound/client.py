@@ -94,10 +94,9 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         if literal is not None:
             return [literal]
         try:
-            answers = await self._resolver(host, port)
-        except (OSError, UnicodeError):
+            addresses = [ipaddress.ip_address(answer) for answer in await self._resolver(host, port)]
+        except (OSError, UnicodeError, ValueError):
             raise _Refused(UNREACHABLE, f"Could not resolve upstream host {guard.normalize_host(host)}.") from None
-        addresses = [ipaddress.ip_address(answer) for answer in answers]
         if not addresses:
             raise _Refused(UNREACHABLE, f"Could not resolve upstream host {guard.normalize_host(host)}.")
         for address in addresses:
