@@ -1,0 +1,452 @@
+"""Outbound HTTP for integrations: httpx over a network backend that enforces the SSRF rules at connect time.
+
+Why a backend and not a pre-flight check: the backend resolves the name itself, refuses the connection
+unless every resolved address passes `guard`, and then dials the vetted IP (TLS still verifies and sends
+SNI for the hostname, since httpcore passes the URL's host to `start_tls`). There is no second lookup, so
+a name that answers a public address to the check and a private one to the connect (DNS rebinding) gets
+nowhere.
+
+Time is bounded by phase deadlines (trio cancel scopes: one for the response headers, including connect
+and every redirect hop, one for the body), not httpx's per-read timeouts; size by a buffered cap, and
+streaming content types (NDJSON, SSE) are collected up to a byte and time window instead.
+"""
+
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import attrs
+import httpcore
+import httpx
+import trio
+
+from executor_mcp.outbound import guard
+from executor_mcp.outbound.model import (
+    BLOCKED,
+    BODY_TIMEOUT,
+    HEADERS_TIMEOUT,
+    HTTP_ERROR,
+    TOO_LARGE,
+    UNREACHABLE,
+    OutboundFailure,
+    OutboundRequest,
+    OutboundResponse,
+    StreamStats,
+    body_timeout_message,
+    headers_timeout_message,
+    too_large_message,
+)
+from executor_mcp.outbound.useragent import DEFAULT_USER_AGENT
+
+Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+
+SPEC_ACCEPT = "application/json, application/yaml, text/yaml, */*"
+STREAMING_TYPES = frozenset(
+    {"application/stream+json", "application/x-ndjson", "application/jsonl", "text/event-stream"}
+)
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Dropped on every hop that changes origin, whatever the caller marks: they carry identity by definition.
+ALWAYS_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@attrs.frozen
+class OutboundSettings:
+    allow_local_network: bool = False
+    max_response_bytes: int = 10 * 1024 * 1024
+    headers_timeout: float = 110.0
+    body_timeout: float = 60.0
+    stream_max_bytes: int = 1_000_000
+    stream_max_seconds: float = 10.0
+    max_redirects: int = 10
+
+
+async def system_resolver(host: str, port: int) -> Sequence[str]:
+    """Every address the system resolver gives for `host`, in its order, without duplicates."""
+    infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class _Refused(Exception):
+    """Raised inside the backend so it crosses httpcore unchanged; `Outbound` turns it into a value."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's trio backend, dialling only addresses the guard let through, resolved here exactly once."""
+
+    def __init__(self, *, allow_local_network: bool, resolver: Resolver) -> None:
+        self._allow_local_network = allow_local_network
+        self._resolver = resolver
+        self._trio = httpcore.TrioBackend()
+
+    async def vetted_addresses(self, host: str, port: int) -> list[guard.Address]:
+        refused = guard.check_host(host, allow_local_network=self._allow_local_network)
+        if refused is not None:
+            raise _Refused(BLOCKED, refused.message)
+        literal = guard.parse_address(host)
+        if literal is not None:
+            return [literal]
+        try:
+            addresses = [ipaddress.ip_address(answer) for answer in await self._resolver(host, port)]
+        except (OSError, UnicodeError, ValueError):
+            raise _Refused(UNREACHABLE, f"Could not resolve upstream host {guard.normalize_host(host)}.") from None
+        if not addresses:
+            raise _Refused(UNREACHABLE, f"Could not resolve upstream host {guard.normalize_host(host)}.")
+        for address in addresses:
+            refused = guard.check_address(address, allow_local_network=self._allow_local_network, resolved=True)
+            if refused is not None:
+                raise _Refused(BLOCKED, f"{refused.message} ({guard.normalize_host(host)})")
+        return addresses
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface; the cancel scopes bound time)
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await self.vetted_addresses(host, port)
+        last_error: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._trio.connect_tcp(
+                    str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore.ConnectError as error:
+                last_error = error
+        assert last_error is not None  # at least one address, and each either returned or failed
+        raise last_error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise _Refused(BLOCKED, "Unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+
+class _CoreBody(httpx.AsyncByteStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """httpx's default transport shape over a pool on `GuardedBackend`; httpcore errors pass through raw."""
+
+    def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=backend,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        answer = await self._pool.handle_async_request(core_request)
+        return httpx.Response(
+            status_code=answer.status,
+            headers=answer.headers,
+            stream=_CoreBody(answer.stream),
+            extensions=answer.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+
+def origin_of(url: httpx.URL) -> str:
+    """`scheme://host[:port]`: what a failure message may name (no userinfo, path or query)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{url.scheme}://{host}" + (f":{url.port}" if url.port is not None else "")
+
+
+def _origin_key(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port or DEFAULT_PORTS.get(url.scheme))
+
+
+def _without_query_names(url: httpx.URL, names: frozenset[str]) -> httpx.URL:
+    if not names or not url.query:
+        return url
+    kept = [(key, value) for key, value in url.params.multi_items() if key.lower() not in names]
+    return url.copy_with(query=None).copy_merge_params(kept) if kept else url.copy_with(query=None)
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _lowercased(headers: httpx.Headers) -> dict[str, str]:
+    joined: dict[str, str] = {}
+    for name, value in headers.multi_items():
+        key = name.lower()
+        joined[key] = f"{joined[key]}, {value}" if key in joined else value
+    return joined
+
+
+_TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.TimeoutException, httpx.HTTPError, OSError)
+
+
+class Outbound:
+    """The one way integrations reach the network. Use as `async with Outbound(settings) as outbound:`."""
+
+    def __init__(self, settings: OutboundSettings | None = None, *, resolver: Resolver | None = None) -> None:
+        self.settings = settings or OutboundSettings()
+        self._backend = GuardedBackend(
+            allow_local_network=self.settings.allow_local_network, resolver=resolver or system_resolver
+        )
+        self._client: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> Self:
+        client = httpx.AsyncClient(
+            transport=GuardedTransport(self._backend), follow_redirects=False, timeout=None, trust_env=False
+        )
+        # httpx's defaults would add `Accept: */*` and its own User-Agent; requests carry exactly their own.
+        del client.headers["accept"]
+        del client.headers["user-agent"]
+        self._client = await client.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.__aexit__(exc_type, exc, tb)
+
+    async def send(self, request: OutboundRequest, *, collect_streams: bool = True) -> OutboundResponse:
+        """Send `request`, following redirects, and read its answer within the configured deadlines and caps.
+
+        `collect_streams`: read a 2xx NDJSON/SSE body as a bounded stream (off for file downloads).
+        Raises `OutboundFailure` when there is no answer to classify.
+        """
+        settings = self.settings
+        return await self._exchange(
+            request,
+            headers_timeout=settings.headers_timeout,
+            body_timeout=settings.body_timeout,
+            max_bytes=settings.max_response_bytes,
+            collect_streams=collect_streams,
+        )
+
+    async def fetch(
+        self,
+        url: str,
+        *,
+        accept: str = SPEC_ACCEPT,
+        max_bytes: int | None = None,
+        timeout: float = 60.0,  # noqa: ASYNC109 (a phase budget, applied with cancel scopes like `send`'s)
+    ) -> bytes:
+        """GET a document (an OpenAPI spec) through the same guard: its bytes, or `OutboundFailure`.
+
+        `timeout` bounds the headers and then, again, the body; `max_bytes` defaults to the response cap.
+        """
+        request = OutboundRequest(
+            method="GET", url=url, headers=(("Accept", accept), ("User-Agent", DEFAULT_USER_AGENT))
+        )
+        response = await self._exchange(
+            request,
+            headers_timeout=timeout,
+            body_timeout=timeout,
+            max_bytes=self.settings.max_response_bytes if max_bytes is None else max_bytes,
+            collect_streams=False,
+        )
+        if not 200 <= response.status < 300:
+            raise OutboundFailure(
+                HTTP_ERROR, f"Failed to fetch OpenAPI document: HTTP {response.status}", status=response.status
+            )
+        return response.body
+
+    def _require_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError("Outbound is used outside its `async with` block")
+        return self._client
+
+    async def _exchange(
+        self,
+        request: OutboundRequest,
+        *,
+        headers_timeout: float,
+        body_timeout: float,
+        max_bytes: int,
+        collect_streams: bool,
+    ) -> OutboundResponse:
+        response: httpx.Response | None = None
+        try:
+            with trio.move_on_after(headers_timeout) as headers_phase:
+                response = await self._open(request)
+            if response is None or headers_phase.cancelled_caught:
+                raise OutboundFailure(HEADERS_TIMEOUT, headers_timeout_message(headers_timeout))
+            status = response.status_code
+            headers = _lowercased(response.headers)
+            streaming = collect_streams and 200 <= status < 300 and status != 204
+            if streaming and _media_type(headers.get("content-type")) in STREAMING_TYPES:
+                body, stats = await self._collect_stream(response)
+                return OutboundResponse(status=status, headers=headers, body=body, stream=stats)
+            body = await self._read_buffered(response, headers, body_timeout=body_timeout, max_bytes=max_bytes)
+            return OutboundResponse(status=status, headers=headers, body=body)
+        except _TRANSPORT_ERRORS:
+            origin = origin_of(response.request.url) if response is not None else origin_of(httpx.URL(request.url))
+            raise OutboundFailure(
+                UNREACHABLE, f"The connection to upstream {origin} failed before a complete answer arrived."
+            ) from None
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    async def _open(self, request: OutboundRequest) -> httpx.Response:
+        """The first non-redirect answer (headers only), each hop checked by the guard and by the backend."""
+        client = self._require_client()
+        try:
+            url = httpx.URL(request.url)
+        except httpx.InvalidURL:
+            raise OutboundFailure(UNREACHABLE, "The upstream URL is not a valid URL.") from None
+        first_origin = _origin_key(url)
+        method = request.method.upper()
+        headers = list(request.headers)
+        body = request.body
+        strip_headers = ALWAYS_CREDENTIAL_HEADERS | {name.lower() for name in request.credential_headers}
+        strip_query = frozenset(name.lower() for name in request.credential_query)
+        for hop in range(self.settings.max_redirects + 1):
+            refused = guard.check_target(url.scheme, url.host, allow_local_network=self.settings.allow_local_network)
+            if refused is not None:
+                raise OutboundFailure(BLOCKED, refused.message)
+            response = await self._send_one(client, method, url, headers, body)
+            location = response.headers.get("location")
+            if response.status_code not in REDIRECT_STATUSES or location is None:
+                return response
+            await response.aclose()
+            if hop == self.settings.max_redirects:
+                raise OutboundFailure(
+                    UNREACHABLE,
+                    f"Upstream {origin_of(url)} redirected more than {self.settings.max_redirects} times; "
+                    "the request was abandoned.",
+                )
+            try:
+                target = url.join(location)
+            except httpx.InvalidURL:
+                raise OutboundFailure(UNREACHABLE, f"Upstream {origin_of(url)} sent an invalid redirect.") from None
+            if (response.status_code == 303 and method != "HEAD") or (
+                response.status_code in (301, 302) and method == "POST"
+            ):
+                method, body = "GET", None
+                headers = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
+            if _origin_key(target) != _origin_key(url):
+                headers = [(k, v) for k, v in headers if k.lower() not in strip_headers]
+            if _origin_key(target) != first_origin:
+                target = _without_query_names(target, strip_query)
+            url = target
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _send_one(
+        self,
+        client: httpx.AsyncClient,
+        method: str,
+        url: httpx.URL,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+    ) -> httpx.Response:
+        try:
+            return await client.send(client.build_request(method, url, headers=headers, content=body), stream=True)
+        except _Refused as refused:
+            raise OutboundFailure(refused.code, refused.message) from None
+        except (httpcore.ConnectError, httpcore.ConnectTimeout, httpx.ConnectError, socket.gaierror, OSError):
+            raise OutboundFailure(UNREACHABLE, f"Could not connect to upstream {origin_of(url)}.") from None
+        except (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol):
+            raise OutboundFailure(BLOCKED, guard.BlockReason.SCHEME.value) from None
+        except _TRANSPORT_ERRORS:
+            raise OutboundFailure(
+                UNREACHABLE, f"The connection to upstream {origin_of(url)} failed before the answer arrived."
+            ) from None
+
+    async def _read_buffered(
+        self, response: httpx.Response, headers: dict[str, str], *, body_timeout: float, max_bytes: int
+    ) -> bytes:
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise OutboundFailure(TOO_LARGE, too_large_message(max_bytes), status=response.status_code)
+        chunks: list[bytes] = []
+        size = 0
+
+        def take(chunk: bytes) -> bool:
+            nonlocal size
+            size += len(chunk)
+            if size > max_bytes:
+                return False
+            chunks.append(chunk)
+            return True
+
+        stopped, timed_out = await _read_until(response, body_timeout, take)
+        if stopped:
+            raise OutboundFailure(TOO_LARGE, too_large_message(max_bytes), status=response.status_code)
+        if timed_out:
+            raise OutboundFailure(BODY_TIMEOUT, body_timeout_message(body_timeout), status=response.status_code)
+        return b"".join(chunks)
+
+    async def _collect_stream(self, response: httpx.Response) -> tuple[bytes, StreamStats]:
+        """Upstream's streaming window: whatever arrives within the byte and time caps, marked truncated when
+        a cap ended it (reaching exactly the byte cap counts, as upstream counts it)."""
+        max_bytes = self.settings.stream_max_bytes
+        max_seconds = self.settings.stream_max_seconds
+        chunks: list[bytes] = []
+        size = 0
+
+        def take(chunk: bytes) -> bool:
+            nonlocal size
+            kept = chunk[: max_bytes - size]
+            chunks.append(kept)
+            size += len(kept)
+            return size < max_bytes
+
+        started = trio.current_time()
+        stopped, timed_out = await _read_until(response, max_seconds, take)
+        elapsed = trio.current_time() - started
+        truncated = stopped or timed_out or elapsed >= max_seconds
+        return b"".join(chunks), StreamStats(truncated=truncated, byte_count=size, duration_ms=int(elapsed * 1000))
+
+
+async def _read_until(response: httpx.Response, seconds: float, take: Callable[[bytes], bool]) -> tuple[bool, bool]:
+    """Feed body chunks to `take` until it answers False, the body ends, or `seconds` pass: (stopped, timed
+    out). It stops by cancelling its scope, never by leaving the loop, so the chain of httpx and httpcore
+    async generators underneath ends by exception (closing the connection) instead of being abandoned."""
+    stopped = False
+    with trio.move_on_after(seconds) as scope:
+        async for chunk in response.aiter_bytes():
+            if stopped:
+                continue  # already cancelled: the next read raises
+            if not take(chunk):
+                stopped = True
+                scope.cancel()
+    return stopped, scope.cancelled_caught and not stopped
