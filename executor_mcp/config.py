@@ -173,6 +173,8 @@ def _switch(text: str) -> bool:
     if value not in {"true", "false", "1", "0", "yes", "no"}:
         raise ValueError("must be true or false")
     return value in {"true", "1", "yes"}
+
+
 def _directory(text: str) -> Path:
     if not text.strip():
         raise ValueError("must not be empty")  # an empty path would be the working directory
@@ -291,7 +293,8 @@ OPTIONS = (
     Option(
         "integration_max_response_bytes",
         _positive_int,
-        f"bytes of an integration's buffered response, past which the call fails (default {DEFAULT_MAX_RESPONSE_BYTES})",
+        "bytes of an integration's buffered response, past which the call fails "
+        f"(default {DEFAULT_MAX_RESPONSE_BYTES})",
     ),
     Option(
         "integration_max_spec_bytes",

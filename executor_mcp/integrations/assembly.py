@@ -7,7 +7,7 @@ from executor_mcp.config import Settings
 from executor_mcp.integrations.model import OPENAPI
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.service import Integrations
-from executor_mcp.outbound.client import Outbound
+from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.secrets.cipher import open_cipher
 from executor_mcp.secrets.providers import standard_providers
 from executor_mcp.storage.control import ControlPlane
@@ -16,10 +16,11 @@ from executor_mcp.storage.control import ControlPlane
 @asynccontextmanager
 async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncIterator[Integrations]:
     """The service, with the outbound HTTP client it owns for as long as the block runs."""
-    async with Outbound(
+    outbound_settings = OutboundSettings(
         allow_local_network=settings.allow_local_network,
         max_response_bytes=settings.integration_max_response_bytes,
-    ) as outbound:
+    )
+    async with Outbound(outbound_settings) as outbound:
         secrets = standard_providers(control, await open_cipher(settings.data_dir), settings)
         yield Integrations(
             control,

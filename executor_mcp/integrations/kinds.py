@@ -1,8 +1,7 @@
 """The interface every kind of integration implements, so the catalog, search, policies and envelopes
 treat OpenAPI, GraphQL and MCP sources alike.
 
-A kind compiles a source into a `CompiledCatalog` (sans-I/O, CPU-bound: the service runs it in a worker
-thread), says whether a call's arguments can make a request at all (before any approval is asked), and
+A kind says whether a call's arguments can make a request at all (before any approval is asked), and
 invokes a tool for one connection with that connection's resolved credential values.
 """
 
@@ -12,7 +11,7 @@ from typing import Any, Protocol
 import attrs
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.model import CompiledCatalog, ConnectionRecord, IntegrationRecord, ToolDef
+from executor_mcp.integrations.model import ConnectionRecord, IntegrationRecord, ToolDef
 
 
 @attrs.frozen
@@ -32,6 +31,3 @@ class Kind(Protocol):
 
     async def invoke(self, invocation: Invocation) -> JsonObject:
         """The call's result value: `{ok: true, data, ...}` or `{ok: false, error: {code, message, ...}}`."""
-
-    def catalog(self, compiled: bytes) -> CompiledCatalog:
-        """The stored compiled form back as a catalog."""

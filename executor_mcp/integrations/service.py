@@ -252,8 +252,18 @@ class Integrations:
         values = _object(body)
         _known(
             values,
-            {"spec", "slug", "name", "description", "baseUrl", "headers", "queryParams", "authenticationTemplate",
-             "specFormat", "family"},
+            {
+                "spec",
+                "slug",
+                "name",
+                "description",
+                "baseUrl",
+                "headers",
+                "queryParams",
+                "authenticationTemplate",
+                "specFormat",
+                "family",
+            },
         )
         config = _openapi_config(values)
         explicit_methods = (
@@ -386,7 +396,11 @@ class Integrations:
         """The spec's bytes, and its URL when it was fetched: `{kind:"url", url}`, `{kind:"blob", value}`,
         or a string (a URL when it looks like one, else the document itself)."""
         if isinstance(spec, str):
-            spec = {"kind": "url", "url": spec} if re.match(r"https?://", spec.strip()) else {"kind": "blob", "value": spec}
+            spec = (
+                {"kind": "url", "url": spec}
+                if re.match(r"https?://", spec.strip())
+                else {"kind": "blob", "value": spec}
+            )
         if not isinstance(spec, dict) or spec.get("kind") not in ("url", "blob"):
             raise InvalidInput('spec must be {kind: "url", url} or {kind: "blob", value}')
         if spec["kind"] == "blob":
@@ -433,9 +447,7 @@ class Integrations:
         item_ids: dict[str, str] = {}
         if inputs.pasted:
             provider = self._secrets.default_writable
-            item_ids = {
-                variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted
-            }
+            item_ids = {variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted}
         elif inputs.references:
             providers = {reference[0] for reference in inputs.references.values()}
             if len(providers) > 1:
@@ -528,7 +540,9 @@ class Integrations:
         for variable in method.inputs:
             item = connection.item_ids.get(variable)
             try:
-                values[variable] = None if item is None else await self._secrets.get(connection.provider, partition, item)
+                values[variable] = (
+                    None if item is None else await self._secrets.get(connection.provider, partition, item)
+                )
             except SecretUnreadable:
                 # A value stored under another key (or damaged) is as good as none: the call answers
                 # `connection_value_missing`, whose recovery is to store it again.

@@ -17,6 +17,9 @@ import attrs
 import trio
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.addresses import parse_tool_address
+from executor_mcp.integrations.errors import ArgumentsRefused, IntegrationError
+from executor_mcp.integrations.service import EMPTY_VIEW, Integrations, ToolEntry, View
 from executor_mcp.policies.model import Action
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
@@ -206,7 +209,7 @@ class Catalog:
             return None
         return (await self._view(principal)).tool(address)
 
-    async def _searchable(self, principal: Principal) -> _Searchable:
+    async def _searchable(self, principal: Principal) -> "_Searchable":
         """The caller's index: the static one when it reaches no connected tool, else its view's."""
         view = await self._view(principal)
         if not view.entries:
@@ -380,7 +383,6 @@ class Catalog:
             turns.waiting -= 1
             if not turns.waiting:
                 del self._turns[principal]
-
 
 
 @attrs.define

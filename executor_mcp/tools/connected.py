@@ -79,7 +79,7 @@ def _key(args: Any) -> tuple[str, str, str]:
     values = _values(args)
     owner, integration, name = values.get("owner"), values.get("integration"), values.get("name")
     if owner not in OWNERS or not isinstance(integration, str) or not isinstance(name, str):
-        raise InvalidConnectionInput("Expected {owner: \"org\" | \"user\", integration, name}")
+        raise InvalidConnectionInput('Expected {owner: "org" | "user", integration, name}')
     return owner, integration, name
 
 

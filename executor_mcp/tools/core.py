@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     PolicyError,
@@ -24,7 +25,6 @@ from executor_mcp.policies.service import (
     parse_new,
     parse_owner,
 )
-from executor_mcp.integrations.service import Integrations
 from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
 from executor_mcp.tools.connected import connected_tools
 from executor_mcp.tools.context import CallContext

@@ -149,7 +149,9 @@ async def api(http: httpx.AsyncClient, server: ServerUnderTest, method: str, pat
 
 async def add_orders(http: httpx.AsyncClient, server: ServerUnderTest, upstream: Upstream) -> None:
     spec = json.dumps(orders_spec(upstream.url))
-    added = await api(http, server, "POST", "/api/openapi/specs", {"spec": {"kind": "blob", "value": spec}, "slug": "orders"})
+    added = await api(
+        http, server, "POST", "/api/openapi/specs", {"spec": {"kind": "blob", "value": spec}, "slug": "orders"}
+    )
     assert added == {"slug": "orders", "toolCount": 3}
     connection = await api(
         http,
@@ -208,7 +210,9 @@ async def test_a_write_pauses_with_its_method_and_path_and_reaches_the_upstream_
     executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
 ) -> None:
     await add_orders(http, executor, upstream)
-    code = 'return await tools.orders.org.myMainKey.orders.createOrder({ body: { items: [{ sku: "a", quantity: 2 }] } });'
+    code = (
+        'return await tools.orders.org.myMainKey.orders.createOrder({ body: { items: [{ sku: "a", quantity: 2 }] } });'
+    )
     paused = await client.call_tool("execute", {"code": code})
     assert text_of(paused).startswith('Execution paused: POST /orders\n\nArguments:\n{\n  "body": {')
     assert upstream.calls("/orders") == []
@@ -332,7 +336,11 @@ async def test_a_spec_from_a_url_updates_keeping_its_connections(
     served = {"spec": spec({**ping, **legacy})}
     source = await start_upstream(nursery, lambda request: Answer(body=served["spec"]))
     added = await api(
-        http, executor, "POST", "/api/openapi/specs", {"spec": {"kind": "url", "url": source.url + "/spec"}, "slug": "pinger"}
+        http,
+        executor,
+        "POST",
+        "/api/openapi/specs",
+        {"spec": {"kind": "url", "url": source.url + "/spec"}, "slug": "pinger"},
     )
     assert added["toolCount"] == 2
     await api(
