@@ -224,7 +224,7 @@ async def test_integrations_list_describes_the_executor(args: Any, context: Call
                 "id": "executor",
                 "name": "Executor",
                 "description": "The executor's own tools: its integrations and, with policies, its governance.",
-                "kind": "static",
+                "kind": "built-in",
                 "canRemove": False,
                 "canRefresh": False,
                 "toolCount": 5,
@@ -281,7 +281,7 @@ async def test_core_integrations_list_answers_ok_data(context: CallContext) -> N
                 {
                     "slug": "executor",
                     "description": "The executor's own tools: its integrations and, with policies, its governance.",
-                    "kind": "static",
+                    "kind": "built-in",
                     "canRemove": False,
                     "canRefresh": False,
                 }
