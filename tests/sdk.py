@@ -25,10 +25,12 @@ class SessionIdRecorder:
 
 
 @asynccontextmanager
-async def connect(url: str, **client_options) -> AsyncIterator[tuple[Client, SessionIdRecorder]]:
+async def connect(
+    url: str, *, headers: dict[str, str] | None = None, **client_options
+) -> AsyncIterator[tuple[Client, SessionIdRecorder]]:
     """A fresh SDK client session (initialize handshake included), and the id it was given."""
     recorder = SessionIdRecorder()
-    async with httpx2.AsyncClient(event_hooks={"response": [recorder]}) as http:
+    async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [recorder]}) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, **client_options) as client:
             yield client, recorder

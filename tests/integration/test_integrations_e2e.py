@@ -12,6 +12,8 @@ import pytest
 import trio
 from mcp import Client
 
+from tests.auth_support import SECRET as AUTH_SECRET
+from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, start_server
 from tests.sdk import connect, execution_id, text_of
 from tests.upstream import Answer, Received, Upstream, start_upstream
@@ -362,3 +364,140 @@ async def test_a_spec_from_a_url_updates_keeping_its_connections(
     assert [item["name"] for item in found["items"]] == ["ping.getOperation", "widgets.listWidgets"]
     connections = await api(http, executor, "GET", "/api/connections?integration=pinger")
     assert [(c["name"], c["description"]) for c in connections] == [("main", "curated")]
+
+
+def ndjson_spec(server_url: str) -> str:
+    return json.dumps(
+        {
+            "openapi": "3.0.3",
+            "info": {"title": "Builds", "version": "1"},
+            "servers": [{"url": server_url}],
+            "paths": {
+                "/logs": {
+                    "get": {
+                        "operationId": "streamLogs",
+                        "tags": ["logs"],
+                        "responses": {
+                            "200": {
+                                "description": "One JSON line per event",
+                                "content": {
+                                    "application/x-ndjson": {
+                                        "schema": {
+                                            "type": "object",
+                                            "properties": {"level": {"type": "string"}, "message": {"type": "string"}},
+                                        }
+                                    }
+                                },
+                            }
+                        },
+                    }
+                }
+            },
+        }
+    )
+
+
+def builds(request: Received) -> Answer:
+    lines = [{"level": "info", "message": "build started"}, {"level": "info", "message": "step"}, {"level": "ok"}]
+    body = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    return Answer(body=body, content_type="application/x-ndjson")
+
+
+async def accept_all(client: Client, code: str) -> Any:
+    """Run code, approving every pause it makes (at most ten), as upstream's `executeJson` does."""
+    result = await client.call_tool("execute", {"code": code})
+    for _ in range(10):
+        if "executionId:" not in text_of(result):
+            break
+        result = await client.call_tool("resume", {"executionId": execution_id(result), "action": "accept"})
+    assert not result.is_error, text_of(result)
+    return result.structured_content["result"]
+
+
+async def test_code_alone_adds_a_spec_connects_without_auth_and_reads_an_ndjson_stream(
+    executor: ServerUnderTest, nursery: trio.Nursery, client: Client
+) -> None:
+    logs = await start_upstream(nursery, builds)
+    blob = json.dumps(ndjson_spec(logs.url))
+    added = await accept_all(
+        client,
+        f"return await tools.executor.openapi.addSpec({{ spec: {{ kind: 'blob', value: {blob} }}, slug: 'builds' }});",
+    )
+    assert added == {"ok": True, "data": {"slug": "builds", "toolCount": 1}}
+    refused = await run(
+        client,
+        "return await tools.executor.coreTools.connections.create({ owner: 'org', name: 'public', "
+        "integration: 'builds', template: 'none', inputs: {} });",
+    )
+    assert refused["ok"] is False
+    assert refused["error"]["message"] == 'A no-auth connection (template "none") takes no provider credential origin'
+    connected = await accept_all(
+        client,
+        "return await tools.executor.coreTools.connections.create({ owner: 'org', name: 'public', "
+        "integration: 'builds', template: 'none' });",
+    )
+    assert connected["ok"] is True
+    assert connected["data"]["template"] == "none"
+    assert connected["data"]["address"] == "tools.builds.org.public"
+    rows = await run(
+        client,
+        """
+        const found = await tools.search({ namespace: "builds", query: "" });
+        const described = await tools.describe.tool({ path: found.items[0].path });
+        const result = await tools.builds.org.public.logs.streamLogs({});
+        return { path: found.items[0].path, output: described.outputTypeScript, result };
+        """,
+    )
+    assert rows["path"] == "builds.org.public.logs.streamLogs"
+    assert "[]" in rows["output"]
+    assert rows["result"]["ok"] is True
+    assert rows["result"]["data"][0] == {"level": "info", "message": "build started"}
+    assert len(rows["result"]["data"]) == 3
+
+
+async def test_a_personal_connection_is_private_to_its_account_and_an_org_one_is_shared(
+    nursery: trio.Nursery, data_dir: Path, tmp_path: Path, upstream: Upstream, http: httpx.AsyncClient
+) -> None:
+    key_file = tmp_path / "hs256.key"
+    key_file.write_bytes(AUTH_SECRET)
+    server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key_file, allow_local_network=True)
+    alice, bob = bearer(mint("alice", "acme")), bearer(mint("bob", "acme"))
+    spec = json.dumps(orders_spec(upstream.url))
+    added = await http.post(
+        server.running.url + "/api/openapi/specs",
+        json={"spec": {"kind": "blob", "value": spec}, "slug": "orders"},
+        headers=alice,
+    )
+    assert added.status_code == 200, added.text
+    for who, owner, name in ((alice, "user", "personal"), (alice, "org", "main")):
+        created = await http.post(
+            server.running.url + "/api/connections",
+            json={"owner": owner, "name": name, "integration": "orders", "template": "apikey-0", "value": SECRET},
+            headers=who,
+        )
+        assert created.status_code == 200, created.text
+
+    async def addresses(headers: dict[str, str]) -> list[str]:
+        async with connect(server.url, mode="legacy", headers=headers) as (client, _):
+            found = await run(client, 'return await tools.search({ namespace: "orders", query: "getOrder" });')
+            return sorted({item["path"].rsplit(".", 2)[0] for item in found["items"]})
+
+    assert await addresses(alice) == ["orders.org.main", "orders.user.personal"]
+    assert await addresses(bob) == ["orders.org.main"]
+    listed = await http.get(server.running.url + "/api/connections", headers=bob)
+    assert [connection["address"] for connection in listed.json()] == ["tools.orders.org.main"]
+
+
+async def test_integrations_and_connections_survive_a_restart_and_secrets_stay_out_of_the_log(
+    nursery: trio.Nursery, data_dir: Path, upstream: Upstream, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    first = await start_server(nursery, data_dir, allow_local_network=True)
+    await add_orders(http, first, upstream)
+    await first.stop()
+    second = await start_server(nursery, data_dir, allow_local_network=True)
+    async with connect(second.url, mode="legacy") as (client, _):
+        called = await run(client, 'return await tools.orders.org.myMainKey.orders.getOrder({ orderId: "7" });')
+    assert called["ok"] is True
+    assert upstream.calls("/orders")[-1].headers["x-api-key"] == SECRET
+    assert SECRET not in caplog.text
