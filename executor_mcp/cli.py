@@ -29,11 +29,7 @@ def _add_options(parser: argparse.ArgumentParser, names: set[str] | None = None)
         if names is None or option.name in names:
             if option.switch:
                 parser.add_argument(
-                    option.flag,
-                    dest=option.name,
-                    action="store_const",
-                    const="true",
-                    help=f"{option.help} [{option.env}]",
+                    option.flag, dest=option.name, action="store_const", const="true", help=f"{option.help} [{option.env}]"
                 )
                 continue
             parser.add_argument(
