@@ -7,10 +7,11 @@ not echo, or from standard input, never from argv (visible to every user of the 
 holds one.
 """
 
+import getpass
 import io
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -181,11 +182,13 @@ async def integrations_remove(settings: Settings, org_id: str, slug: str) -> int
     return 0
 
 
-def read_values(variables: Sequence[str], stdin: BinaryIO, tty: bool) -> dict[str, str]:
-    """One value per input: each at its own prompt on a TTY. Piped, a single value is all of standard input
-    (so it may span lines); several are one line each, in order."""
+def read_values(
+    variables: Sequence[str], stdin: BinaryIO, tty: bool, ask: Callable[[str], str] = getpass.getpass
+) -> dict[str, str]:
+    """One value per input: each at its own prompt on a TTY (`ask`, which does not echo). Piped, a single
+    value is all of standard input (so it may span lines); several are one line each, in order."""
     if tty or len(variables) <= 1:
-        return {variable: read_secret_value(f"{variable}: ", stdin, tty) for variable in variables}
+        return {variable: read_secret_value(f"{variable}: ", stdin, tty, ask) for variable in variables}
     values = {}
     for variable in variables:
         line = stdin.readline(MAX_VALUE_BYTES + 2)
