@@ -9,6 +9,7 @@ Unknown keys are an error: a typo must not silently fall back to a default.
 
 import ipaddress
 import os
+import re
 import tomllib
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -23,6 +24,11 @@ DEFAULT_PORT = 4788
 DEFAULT_EXECUTIONS_PER_ACCOUNT = 16
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 DEFAULT_MAX_SPEC_BYTES = 32 * 1024 * 1024
+# The master key of the encrypted secret store: an environment variable or `<data-dir>/secret.key`, never a
+# flag (argv is visible to every user of the machine).
+SECRET_KEY_ENV = ENV_PREFIX + "SECRET_KEY"
+# Environment variables the `env` secret provider reads without being listed with --secret-env.
+SECRET_ENV_PREFIX = ENV_PREFIX + "SECRET_"
 
 
 class ConfigError(ValueError):
@@ -65,6 +71,8 @@ class Settings:
     allow_local_network: bool = False
     integration_max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     integration_max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES
+    secret_env: tuple[str, ...] = ()
+    secrets_dir: Path | None = None
 
     @property
     def loopback(self) -> bool:
@@ -165,6 +173,28 @@ def _switch(text: str) -> bool:
     if value not in {"true", "false", "1", "0", "yes", "no"}:
         raise ValueError("must be true or false")
     return value in {"true", "1", "yes"}
+def _directory(text: str) -> Path:
+    if not text.strip():
+        raise ValueError("must not be empty")  # an empty path would be the working directory
+    return Path(text)
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what `fullmatch`es is a portable environment variable name
+
+
+def _secret_env_name(text: str) -> str:
+    name = text.strip()
+    if not ENV_NAME.fullmatch(name):
+        raise ValueError("must be an environment variable name (letters, digits and _, not starting with a digit)")
+    if is_reserved_env(name) or (name.startswith(ENV_PREFIX) and not name.startswith(SECRET_ENV_PREFIX)):
+        raise ValueError(f"must not be {SECRET_KEY_ENV} or another setting of this server ({ENV_PREFIX}*)")
+    return name
+
+
+def is_reserved_env(name: str) -> bool:
+    """Whether `name` is the server's own: the secret store's master key or a configuration variable. No
+    secret provider reads these, whatever the allow-list says, so a connection cannot carry them off."""
+    return name in {SECRET_KEY_ENV, CONFIG_ENV} or name in {option.env for option in OPTIONS}
 
 
 def _log_level(text: str) -> str:
@@ -268,6 +298,13 @@ OPTIONS = (
         _positive_int,
         f"bytes of an OpenAPI document, past which it is refused (default {DEFAULT_MAX_SPEC_BYTES})",
     ),
+    Option(
+        "secret_env",
+        _secret_env_name,
+        f"an environment variable the env secret provider may read besides {SECRET_ENV_PREFIX}* (repeatable)",
+        repeatable=True,
+    ),
+    Option("secrets_dir", _directory, "a directory of secret files the file secret provider reads (e.g. /run/secrets)"),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
@@ -321,7 +358,7 @@ def _parse(option: Option, source: str, raw: object) -> Any:
         raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
 
 
-_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file"})
+_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "secrets_dir"})
 
 
 def _read_toml(path: Path) -> dict[str, object]:

@@ -8,7 +8,8 @@ from executor_mcp.integrations.model import OPENAPI
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.outbound.client import Outbound
-from executor_mcp.secrets.providers import SecretProviders
+from executor_mcp.secrets.cipher import open_cipher
+from executor_mcp.secrets.providers import standard_providers
 from executor_mcp.storage.control import ControlPlane
 
 
@@ -19,7 +20,7 @@ async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncI
         allow_local_network=settings.allow_local_network,
         max_response_bytes=settings.integration_max_response_bytes,
     ) as outbound:
-        secrets = await SecretProviders.open(settings, control)
+        secrets = standard_providers(control, await open_cipher(settings.data_dir), settings)
         yield Integrations(
             control,
             secrets,

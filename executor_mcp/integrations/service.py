@@ -55,7 +55,8 @@ from executor_mcp.integrations.openapi.compile import (
     preview,
 )
 from executor_mcp.outbound.client import Outbound, OutboundFailure
-from executor_mcp.secrets.providers import SecretProviders
+from executor_mcp.secrets.cipher import SecretUnreadable
+from executor_mcp.secrets.providers import SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner as Principal
 
@@ -379,7 +380,7 @@ class Integrations:
         if removed is None:
             raise IntegrationNotFound(f"Integration not found: {slug}", slug=slug)
         for connection in removed:
-            await self._forget_values(connection)
+            await self._secrets.forget(connection)
 
     async def _source(self, spec: Any) -> tuple[bytes, str | None]:
         """The spec's bytes, and its URL when it was fetched: `{kind:"url", url}`, `{kind:"blob", value}`,
@@ -428,17 +429,19 @@ class Integrations:
             mine = await self._control.connections(org, principal.account_id, owner=owner)
             if len(mine) >= MAX_CONNECTIONS_PER_ACCOUNT:
                 raise InvalidConnectionInput(f"At most {MAX_CONNECTIONS_PER_ACCOUNT} connections per owner")
-        provider, item_ids = None, {}
-        partition = (org, account)
+        provider: str | None = None
+        item_ids: dict[str, str] = {}
         if inputs.pasted:
             provider = self._secrets.default_writable
-            item_ids = {variable: f"connection:{owner}:{integration.slug}:{name}:{variable}" for variable in inputs.pasted}
+            item_ids = {
+                variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted
+            }
         elif inputs.references:
             providers = {reference[0] for reference in inputs.references.values()}
             if len(providers) > 1:
                 raise InvalidConnectionInput("A connection's inputs must all come from one provider")
             provider = providers.pop()
-            self._secrets.require(provider)
+            self._secrets.provider(provider)
             item_ids = {variable: item for variable, (_, item) in inputs.references.items()}
         now = self._clock()
         record = ConnectionRecord(
@@ -458,13 +461,11 @@ class Integrations:
             or (existing.description if existing else None),
         )
         if inputs.pasted:
-            await self._secrets.store_values(provider, partition, item_ids, inputs.pasted)
+            await self._secrets.store_values(SecretPartition(org, account), item_ids, inputs.pasted)
         if not await self._control.put_connection(record):
             raise IntegrationNotFound(f"Integration not found: {integration.slug}", slug=integration.slug)
         if existing is not None:
-            stale = {variable: item for variable, item in existing.item_ids.items() if item not in item_ids.values()}
-            if existing.provider == self._secrets.default_writable and stale:
-                await self._secrets.delete(existing.provider, partition, list(stale.values()))
+            await self._secrets.forget(existing, replaced_by=record)
         return record
 
     async def connection(self, principal: Principal, owner: str, integration: str, name: str) -> ConnectionRecord:
@@ -503,23 +504,13 @@ class Integrations:
         )
         if removed is None:
             raise ConnectionNotFound(f"Connection not found: tools.{integration}.{owner}.{name}")
-        await self._forget_values(removed)
+        await self._secrets.forget(removed)
 
     async def connection_tools(self, principal: Principal, owner: str, integration: str, name: str) -> list[ToolEntry]:
         """A connection's tools (what `refresh` answers: OpenAPI tools are derived, so nothing is rebuilt)."""
         record = await self.connection(principal, owner, integration, name)
         view = await self.view(principal)
         return [entry for entry in view.entries if entry.connection == record]
-
-    async def _forget_values(self, connection: ConnectionRecord) -> None:
-        """Delete the pasted values a connection stored; referenced items belong to someone else."""
-        if connection.provider == self._secrets.default_writable and connection.item_ids:
-            prefix = f"connection:{connection.owner}:{connection.integration}:{connection.name}:"
-            own = [item for item in connection.item_ids.values() if item.startswith(prefix)]
-            if own:
-                await self._secrets.delete(
-                    connection.provider, (connection.org_id, connection.account_id), own
-                )
 
     # -- calling -------------------------------------------------------------------------------------
 
@@ -532,13 +523,17 @@ class Integrations:
         method = _method(entry.integration.auth_methods, connection.template)
         if method is None or connection.provider is None:
             return {}
-        partition = (connection.org_id, connection.account_id)
+        partition = SecretPartition.of(connection)
         values: dict[str, str | None] = {}
         for variable in method.inputs:
             item = connection.item_ids.get(variable)
-            values[variable] = (
-                None if item is None else await self._secrets.get(connection.provider, partition, item)
-            )
+            try:
+                values[variable] = None if item is None else await self._secrets.get(connection.provider, partition, item)
+            except SecretUnreadable:
+                # A value stored under another key (or damaged) is as good as none: the call answers
+                # `connection_value_missing`, whose recovery is to store it again.
+                log.warning("connection %s: a stored value does not decrypt with this key", connection.address)
+                values[variable] = None
         return values
 
     async def invoke(self, entry: ToolEntry, args: Any) -> JsonObject:

@@ -1,7 +1,8 @@
 """The control plane: one server-level LMDB environment shared by the server and admin commands.
 
 It holds the session directory (which ids exist, whom they belong to, whether they are condemned),
-the organization directory (which orgs are revoked), the API keys and the tool policies. LMDB is multi-process, so an
+the organization directory (which orgs are revoked), the API keys, the tool policies and the catalog of
+integrations, connections and secret items (`catalog_store.CatalogStore`). LMDB is multi-process, so an
 admin command (`executor-mcp orgs revoke`, `keys create`) changes it while a server runs on the same
 data dir, and the server sees the change on its next read.
 """
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 import attrs
 
 from executor_mcp.codec import dumps
+from executor_mcp.storage.catalog_store import CatalogStore
 from executor_mcp.storage.environment import Environment
 from executor_mcp.storage.records import (
     ApiKeyRecord,
@@ -30,7 +32,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CONTROL_FILE = "control.mdb"
-_MAX_DBS = 16
+_MAX_DBS = 32
 # Indexes of 61054cb and before, keyed by account alone; rebuilt keyed by owner, then dropped.
 _LEGACY_DBS = (b"sessions-by-account", b"session-counts")
 # Policies of 61054cb and before, keyed by id alone; moved under their owner's keys, then dropped.
@@ -65,9 +67,9 @@ def _key_text(key: bytes) -> str | None:
         return None
 
 
-class ControlPlane:
+class ControlPlane(CatalogStore):
     def __init__(self, env: Environment) -> None:
-        self._env = env
+        super().__init__(env)
         self._sessions = env.database(b"sessions")
         self._by_owner = env.database(b"sessions-by-owner")
         self._owner_counts = env.database(b"owner-session-counts")

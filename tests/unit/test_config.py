@@ -141,3 +141,56 @@ def test_the_per_account_execution_limit_defaults_by_auth_mode() -> None:
     assert executions_per_account(Settings(), WorkerPool(max_workers=1)) == 1
     explicit = Settings(auth="jwt", jwks_url="https://id.example/jwks", max_executions_per_account=3)
     assert executions_per_account(explicit, WorkerPool(max_workers=64)) == 3
+
+
+def test_secret_env_names_from_every_source(tmp_path: Path) -> None:
+    flags = load_settings({"secret_env": ["DEPLOY_TOKEN", " EXECUTOR_MCP_SECRET_X "]}, environ={})
+    assert flags.secret_env == ("DEPLOY_TOKEN", "EXECUTOR_MCP_SECRET_X")
+    environ = load_settings({}, environ={"EXECUTOR_MCP_SECRET_ENV": "A_TOKEN,,B_TOKEN"})
+    assert environ.secret_env == ("A_TOKEN", "B_TOKEN")
+    config = tmp_path / "c.toml"
+    config.write_text('secret-env = ["C_TOKEN"]\n')
+    assert load_settings({"config": str(config)}, environ={}).secret_env == ("C_TOKEN",)
+    assert load_settings({"config": str(config), "secret_env": ["D"]}, environ={}).secret_env == ("D",)
+    assert load_settings({}, environ={}).secret_env == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("1TOKEN", "must be an environment variable name"),
+        ("MY-TOKEN", "must be an environment variable name"),
+        ("A=B", "must be an environment variable name"),
+        ("EXECUTOR_MCP_SECRET_KEY", "must not be EXECUTOR_MCP_SECRET_KEY or another setting of this server"),
+        ("EXECUTOR_MCP_SECRET_ENV", "another setting of this server"),
+        ("EXECUTOR_MCP_JWT_SECRET_FILE", "another setting of this server"),
+        ("EXECUTOR_MCP_CONFIG", "another setting of this server"),
+        ("EXECUTOR_MCP_ANYTHING", "another setting of this server"),
+    ],
+)
+def test_secret_env_refuses_what_is_not_a_name_or_is_the_servers_own(name: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"--secret-env: invalid value '{name}': .*{message}"):
+        load_settings({"secret_env": [name]}, environ={})
+    with pytest.raises(ConfigError, match="EXECUTOR_MCP_SECRET_ENV: invalid value"):
+        load_settings({}, environ={"EXECUTOR_MCP_SECRET_ENV": name})
+
+
+def test_secrets_dir_from_every_source(tmp_path: Path) -> None:
+    assert load_settings({}, environ={}).secrets_dir is None
+    assert load_settings({"secrets_dir": "/run/secrets"}, environ={}).secrets_dir == Path("/run/secrets")
+    environ = {"EXECUTOR_MCP_SECRETS_DIR": "/env/secrets"}
+    assert load_settings({}, environ=environ).secrets_dir == Path("/env/secrets")
+    assert load_settings({"secrets_dir": "/flag"}, environ=environ).secrets_dir == Path("/flag")
+    config = tmp_path / "conf" / "executor.toml"
+    config.parent.mkdir()
+    config.write_text('secrets_dir = "secrets"\n')
+    assert load_settings({"config": str(config)}, environ={}).secrets_dir == tmp_path / "conf" / "secrets"
+    with pytest.raises(ConfigError, match="--secrets-dir: invalid value ' ': must not be empty"):
+        load_settings({"secrets_dir": " "}, environ={})
+
+
+def test_there_is_no_flag_for_the_secret_key() -> None:
+    """argv is visible to every user of the machine: the key comes from the environment or the key file."""
+    from executor_mcp.config import OPTIONS
+
+    assert all("key" not in option.name for option in OPTIONS)
