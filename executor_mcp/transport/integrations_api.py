@@ -276,9 +276,8 @@ class IntegrationsApi:
         return await self._integrations.providers(principal)
 
     async def _provider_items(self, principal: Principal, body: JsonObject, key: str) -> list[JsonObject]:
-        return [
-            {"id": item_id, "name": name} for item_id, name in await self._integrations.provider_items(principal, key)
-        ]
+        items = await self._integrations.provider_items(principal, key)
+        return [{"id": item.id, "name": item.name} for item in items]
 
     # -- OpenAPI -------------------------------------------------------------------------------------
 
