@@ -432,7 +432,7 @@ class Integrations:
         provider: str | None = None
         item_ids: dict[str, str] = {}
         if inputs.pasted:
-            provider = self._secrets.default_writable
+            provider = self._secrets.default_writable.key
             item_ids = {
                 variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted
             }

@@ -44,7 +44,7 @@ from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, integ
 from executor_mcp.policies.model import Action, decide
 from executor_mcp.policies.service import Policies, to_rule
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
-from executor_mcp.tools.typescript import schema_to_typescript
+from executor_mcp.tools.typescript import describe_types, render
 from executor_mcp.transport import headers as rules
 
 API_PREFIX = "/api"
@@ -344,9 +344,10 @@ def select_tools(
 
 
 def tool_schema(entry: ToolEntry, view: View) -> JsonObject:
-    """`/api/tools/schema`: the tool's JSON Schemas with the definitions they reach, and the same TypeScript
+    """`/api/tools/schema`: the tool's JSON Schemas with the definitions they reach, and the TypeScript
     `describe.tool` shows, but with the output type unwrapped (the data, not the `{ok, data}` union)."""
     tool = entry.tool
+    defs = view.defs.get(entry.integration.source_hash, {})
     answer: JsonObject = {
         "address": "tools." + entry.tool_id,
         "name": tool.name,
@@ -354,35 +355,33 @@ def tool_schema(entry: ToolEntry, view: View) -> JsonObject:
         "inputSchema": tool.input_schema,
         "outputSchema": tool.output_schema,
     }
-    definitions = referenced_definitions(
-        [tool.input_schema, tool.output_schema], view.defs.get(entry.integration.source_hash, {})
-    )
+    definitions = referenced_definitions([tool.input_schema, tool.output_schema], defs)
     if definitions:
         answer["schemaDefinitions"] = definitions
-    if tool.input_schema and tool.input_schema.get("properties"):
-        answer["inputTypeScript"] = schema_to_typescript(tool.input_schema)
-    answer["outputTypeScript"] = schema_to_typescript(tool.output_schema or {})
-    if definitions:
-        answer["typeScriptDefinitions"] = "\n".join(
-            f"type {name} = {schema_to_typescript(schema)};" for name, schema in definitions.items()
-        )
+    described = describe_types(tool.input_schema, tool.output_schema, defs)
+    if "inputTypeScript" in described:
+        answer["inputTypeScript"] = described["inputTypeScript"]
+    answer["outputTypeScript"] = render(tool.output_schema, defs)[0] if tool.output_schema is not None else "unknown"
+    answer["typeScriptDefinitions"] = described["typeScriptDefinitions"]
     return answer
 
 
-_DEF_REF = "#/$defs/"
+_DEF_REFS = ("#/$defs/", "#/definitions/")
 
 
 def referenced_definitions(schemas: Iterable[Any], defs: Mapping[str, Any]) -> JsonObject:
-    """The `$defs` entries `schemas` reference as `#/$defs/<name>`, directly or through each other, in the
-    order first reached. Iterative, and each definition is walked once, so any nesting or cycle is safe."""
+    """The `$defs` entries `schemas` reference as `#/$defs/<name>` (or `#/definitions/<name>`), directly or
+    through each other, in the order first reached. Iterative, and each definition is walked once, so any
+    nesting or cycle is safe."""
     found: JsonObject = {}
     stack: list[Any] = list(schemas)
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith(_DEF_REF):
-                name = ref[len(_DEF_REF) :].replace("~1", "/").replace("~0", "~")
+            prefix = next((p for p in _DEF_REFS if isinstance(ref, str) and ref.startswith(p)), None)
+            if prefix is not None:
+                name = ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
                 if name in defs and name not in found:
                     found[name] = defs[name]
                     stack.append(defs[name])

@@ -402,7 +402,7 @@ async def test_malformed_requests_get_the_tagged_envelope(
     assert wrong_method.status_code == 405
     assert wrong_method.headers["allow"] == "GET, HEAD, OPTIONS"
     assert wrong_method.json()["_tag"] == "MethodNotAllowedError"
-    preflight = await http.options(url + "/api/connections/org/items/main")
+    preflight = await http.options(url + "/api/connections/org/items/main", headers={"origin": url})
     assert preflight.status_code == 204
     assert preflight.headers["access-control-allow-methods"] == "GET, HEAD, PATCH, DELETE, OPTIONS"
     head = await http.head(url + "/api/integrations")

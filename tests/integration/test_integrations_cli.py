@@ -57,6 +57,7 @@ async def get(http: httpx.AsyncClient, server: ServerUnderTest, path: str, statu
     return response.json()
 
 
+@pytest.mark.slow  # a dozen CLI processes, about 0.7 s each
 async def test_an_integration_and_a_connection_added_by_the_cli_are_served(
     executor: ServerUnderTest, upstream: Upstream, spec_file: Path, http: httpx.AsyncClient, data_dir: Path
 ) -> None:
@@ -153,6 +154,7 @@ async def test_several_inputs_one_line_each_and_a_user_connection(
     assert no_user.returncode == 2
 
 
+@pytest.mark.slow  # a dozen CLI processes, about 0.7 s each
 async def test_update_and_remove_an_integration(
     executor: ServerUnderTest,
     upstream: Upstream,
