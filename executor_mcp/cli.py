@@ -5,6 +5,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 
 import trio
 
@@ -12,6 +13,14 @@ from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
 
 _DATA_OPTIONS = {"data_dir", "log_level"}
+# What building the integrations service reads: the outbound guard and limits, and the secret providers.
+_INTEGRATION_OPTIONS = _DATA_OPTIONS | {
+    "allow_local_network",
+    "integration_max_response_bytes",
+    "integration_max_spec_bytes",
+    "secret_env",
+    "secrets_dir",
+}
 
 
 def _add_options(parser: argparse.ArgumentParser, names: set[str] | None = None) -> None:
@@ -88,9 +97,85 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("session_id")
         _add_options(command, _DATA_OPTIONS)
 
+    _integration_commands(commands)
+    _connection_commands(commands)
+
     # How the single binary re-executes itself as a sandbox worker; not for people.
     commands.add_parser("sandbox-worker")
     return parser
+
+
+def _org_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--org", default="local", help="the organization (default: local, the org of --auth none)")
+
+
+def _spec_source(command: argparse.ArgumentParser, required: bool) -> None:
+    source = command.add_mutually_exclusive_group(required=required)
+    source.add_argument("--url", help="fetch the OpenAPI document from this URL (and keep it for updates)")
+    source.add_argument("--file", type=Path, help="read the OpenAPI document (JSON or YAML) from this file")
+
+
+def _integration_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    integrations = commands.add_parser("integrations", help="add, list, show, update or remove integrations")
+    actions = integrations.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add-openapi", help="add an OpenAPI integration to the org")
+    add.add_argument("--slug", required=True, help="its id in tool paths: letters, digits, _ and -")
+    _spec_source(add, required=True)
+    add.add_argument("--name", help="display name (default: the spec's title)")
+    add.add_argument("--description", help="what agents read about it (default: the spec's)")
+    add.add_argument("--base-url", help="send calls here instead of the spec's servers")
+    add.add_argument(
+        "--auth-header",
+        action="append",
+        default=[],
+        metavar="NAME[:PREFIX]",
+        help="a header the credential goes in, e.g. 'Authorization:Bearer ' (repeatable; default: from the spec)",
+    )
+    _org_option(add)
+    _add_options(add, _INTEGRATION_OPTIONS)
+    listed = actions.add_parser("list", help="the org's integrations")
+    _org_option(listed)
+    _add_options(listed, _INTEGRATION_OPTIONS)
+    for action, summary in (("show", "one integration as JSON"), ("remove", "remove one, with its connections")):
+        command = actions.add_parser(action, help=summary)
+        command.add_argument("slug")
+        _org_option(command)
+        _add_options(command, _INTEGRATION_OPTIONS)
+    update = actions.add_parser("update", help="a new spec from --url or --file, or the stored URL again")
+    update.add_argument("slug")
+    _spec_source(update, required=False)
+    _org_option(update)
+    _add_options(update, _INTEGRATION_OPTIONS)
+
+
+def _connection_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    connections = commands.add_parser("connections", help="add, list or remove connections (credentials)")
+    actions = connections.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser(
+        "add", help="add or replace a connection; its value is read from a prompt or standard input, never argv"
+    )
+    add.add_argument("--integration", required=True, help="the integration's slug")
+    add.add_argument("--name", required=True, help="the connection's name (normalized: 'My Key' becomes myKey)")
+    add.add_argument("--owner", choices=("org", "user"), default="org", help="shared by the org, or one account's")
+    add.add_argument("--template", required=True, help="the integration's auth method (see integrations show), or none")
+    add.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="VAR",
+        help="an input of the template to read a value for (repeatable; default: the one input token)",
+    )
+    add.add_argument("--description", help="what agents read about this connection")
+    for command in (add, listed := actions.add_parser("list", help="the connections of the org (and of --user)")):
+        command.add_argument("--user", help="the account (for user connections)")
+        _org_option(command)
+        _add_options(command, _INTEGRATION_OPTIONS)
+    listed.add_argument("--integration", help="only this integration's")
+    remove = actions.add_parser("remove", help="remove a connection, and the values it stored")
+    remove.add_argument("connection", metavar="OWNER/INTEGRATION/NAME")
+    remove.add_argument("--user", help="the account a user connection belongs to")
+    _org_option(remove)
+    _add_options(remove, _INTEGRATION_OPTIONS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _admin(args: argparse.Namespace, settings: Settings):
+    if args.command in ("integrations", "connections"):
+        return _integrations_admin(args, settings)
     from executor_mcp import admin
 
     data_dir = settings.data_dir
@@ -141,6 +228,52 @@ def _admin(args: argparse.Namespace, settings: Settings):
             return partial(admin.policies_remove, data_dir, args.org, args.user, args.policy_id)
         case _:
             return partial(admin.keys_revoke, data_dir, args.key_id)
+
+
+def _integrations_admin(args: argparse.Namespace, settings: Settings):
+    from executor_mcp.integrations import commands
+
+    match args.command, args.action:
+        case "integrations", "add-openapi":
+            return partial(
+                commands.integrations_add_openapi,
+                settings,
+                args.org,
+                args.slug,
+                args.url,
+                args.file,
+                args.name,
+                args.description,
+                args.base_url,
+                args.auth_header,
+            )
+        case "integrations", "list":
+            return partial(commands.integrations_list, settings, args.org)
+        case "integrations", "show":
+            return partial(commands.integrations_show, settings, args.org, args.slug)
+        case "integrations", "update":
+            return partial(commands.integrations_update, settings, args.org, args.slug, args.url, args.file)
+        case "integrations", "remove":
+            return partial(commands.integrations_remove, settings, args.org, args.slug)
+        case "connections", "add":
+            return partial(
+                commands.connections_add,
+                settings,
+                args.org,
+                args.user,
+                args.owner,
+                args.integration,
+                args.name,
+                args.template,
+                args.input,
+                args.description,
+                sys.stdin.buffer,
+                sys.stdin.isatty(),
+            )
+        case "connections", "list":
+            return partial(commands.connections_list, settings, args.org, args.user, args.integration)
+        case _:
+            return partial(commands.connections_remove, settings, args.org, args.user, args.connection)
 
 
 def _serve(settings: Settings) -> int:

@@ -56,7 +56,7 @@ from executor_mcp.integrations.openapi.compile import (
 )
 from executor_mcp.outbound.client import Outbound, OutboundFailure
 from executor_mcp.secrets.cipher import SecretUnreadable
-from executor_mcp.secrets.providers import SecretPartition, SecretProviders, pasted_item_id
+from executor_mcp.secrets.providers import SecretItem, SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner as Principal
 
@@ -446,8 +446,10 @@ class Integrations:
         provider: str | None = None
         item_ids: dict[str, str] = {}
         if inputs.pasted:
-            provider = self._secrets.default_writable
-            item_ids = {variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted}
+            provider = self._secrets.default_writable.key
+            item_ids = {
+                variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted
+            }
         elif inputs.references:
             providers = {reference[0] for reference in inputs.references.values()}
             if len(providers) > 1:
@@ -523,6 +525,25 @@ class Integrations:
         record = await self.connection(principal, owner, integration, name)
         view = await self.view(principal)
         return [entry for entry in view.entries if entry.connection == record]
+
+    # -- secret providers ----------------------------------------------------------------------------
+
+    async def providers(self, principal: Principal) -> list[str]:
+        """The provider keys a connection may reference, the default store for pasted values first."""
+        return self._secrets.keys()
+
+    async def provider_items(self, principal: Principal, key: str) -> list[SecretItem]:
+        """The items of provider `key` the caller may reference: the org's and the caller's own, as ids and
+        names (a value never leaves its provider)."""
+        org = _org(principal)
+        partitions = [SecretPartition(org, "")]
+        if principal.account_id:
+            partitions.append(SecretPartition(org, principal.account_id))
+        listed: dict[str, SecretItem] = {}
+        for partition in partitions:
+            for item in await self._secrets.items(key, partition):
+                listed.setdefault(item.id, item)
+        return list(listed.values())
 
     # -- calling -------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
+from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
     BODY_TIMEOUT_SECONDS,
@@ -60,6 +61,7 @@ from executor_mcp.sessions.streams import Call, Stream
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
+from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
@@ -256,7 +258,16 @@ class _Body(TrioBody):
 
 
 class _Request(TrioRequest):
+    """A request whose body may be as large as its route allows: the spec routes of the integrations API
+    take more than `MAX_BODY_BYTES` (their handler bounds the body itself)."""
+
     body_class = _Body
+
+    def __init__(self, method: str, scheme: str, path: str, *args: Any, **kwargs: Any) -> None:
+        limit = kwargs.get("max_content_length")
+        if limit is not None:
+            kwargs["max_content_length"] = max(limit, body_limit(path))
+        super().__init__(method, scheme, path, *args, **kwargs)
 
 
 class _App(QuartTrio):
@@ -289,8 +300,10 @@ def create_app(
     policies: Policies,
     authorization_servers: tuple[str, ...] = (),
     browser: BrowserGuard | None = None,
+    integrations: Integrations | None = None,
 ) -> Quart:
-    """The HTTP app. `browser` is the `--auth none` Origin/Host guard (off by default, as with bearers)."""
+    """The HTTP app. `browser` is the `--auth none` Origin/Host guard (off by default, as with bearers).
+    Without `integrations`, the integrations API's routes are absent."""
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
     app = _App("executor_mcp", static_folder=None)
@@ -327,6 +340,8 @@ def create_app(
         methods=POLICY_API_METHODS,
         provide_automatic_options=False,
     )
+    if integrations is not None:
+        IntegrationsApi(integrations, authenticator, policies).register(app)
 
     async def refuse_browsers() -> Response | None:
         """Before any route (and before routing: unknown paths too), the `--auth none` browser checks."""

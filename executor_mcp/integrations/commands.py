@@ -1,0 +1,268 @@
+"""Admin commands `integrations …` and `connections …` on a data dir, also while a server runs on it.
+
+Each opens the control plane, builds the integrations service as the server does (`open_integrations`),
+does one thing as an admin of the org, and closes; a running server sees the change on its next catalog
+read (the org's catalog revision moved). A connection's values are read here from a TTY prompt that does
+not echo, or from standard input, never from argv (visible to every user of the machine); nothing printed
+holds one.
+"""
+
+import getpass
+import io
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from executor_mcp.auth.identity import identity_problem
+from executor_mcp.codec import JsonObject
+from executor_mcp.config import Settings
+from executor_mcp.integrations.assembly import open_integrations
+from executor_mcp.integrations.errors import IntegrationError, InvalidInput
+from executor_mcp.integrations.model import NO_AUTH, TOKEN
+from executor_mcp.integrations.service import Integrations
+from executor_mcp.integrations.wire import connection_json, integration_json
+from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.records import Owner
+
+# The org of `--auth none`, whose local principal is account `local` in org `local`.
+LOCAL_ORG = "local"
+
+
+@asynccontextmanager
+async def _service(settings: Settings) -> AsyncIterator[Integrations]:
+    control = await ControlPlane.open(settings.data_dir)
+    try:
+        async with open_integrations(settings, control) as integrations:
+            yield integrations
+    finally:
+        await control.close()
+
+
+def _principal(org_id: str, account_id: str | None) -> Owner:
+    """The operator on the data dir administers the org (and acts as `account_id` for user connections)."""
+    return Owner(account_id=account_id or "", org_id=org_id, org_admin=True)
+
+
+def _fail(message: str, status: int = 1) -> int:
+    print(f"executor-mcp: error: {message}", file=sys.stderr)
+    return status
+
+
+def _refused(error: IntegrationError) -> int:
+    """An integration error as the CLI reports it: 2 for a request that cannot be valid, 1 otherwise."""
+    return _fail(error.message, 2 if error.status == 400 else 1)
+
+
+def _identity(org_id: str, account_id: str | None) -> str | None:
+    for flag, value in (("--org", org_id), ("--user", account_id)):
+        problem = identity_problem(value) if value is not None else None
+        if problem:
+            return f"{flag} {problem}"
+    return None
+
+
+def auth_template(headers: Sequence[str]) -> list[JsonObject]:
+    """`--auth-header NAME[:PREFIX]`… as one API-key method `apikey` in the authoring dialect. The first
+    header renders the `token` input; each further one its own input, named from the header (snake_case)."""
+    entries: JsonObject = {}
+    for position, spec in enumerate(headers):
+        name, _, prefix = spec.partition(":")
+        name = name.strip()
+        variable = TOKEN if position == 0 else "_".join(filter(None, _words(name))) or f"input_{position}"
+        entries[name] = ([prefix] if prefix else []) + [{"type": "variable", "name": variable}]
+    return [{"slug": "apikey", "type": "apiKey", "headers": entries}]
+
+
+def _words(name: str) -> list[str]:
+    return "".join(char if char.isalnum() else " " for char in name.lower()).split()
+
+
+def _spec(url: str | None, file: Path | None, max_bytes: int) -> JsonObject:
+    """`--url` or `--file` as the spec field of a request; a file is read up to the spec size limit."""
+    if url is not None:
+        return {"kind": "url", "url": url}
+    assert file is not None
+    try:
+        with file.open("rb") as source:
+            raw = source.read(max_bytes + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {file}: {exc.strerror}") from None
+    if len(raw) > max_bytes:
+        raise InvalidInput(f"{file} is larger than {max_bytes} bytes (--integration-max-spec-bytes)")
+    try:
+        return {"kind": "blob", "value": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{file} is not UTF-8 text") from None
+
+
+def _methods_line(record_json: JsonObject) -> str:
+    methods = [method["template"] for method in record_json.get("authMethods", [])]
+    return f"templates: {', '.join(methods)}" if methods else "templates: none declared (use --template none)"
+
+
+async def integrations_add_openapi(
+    settings: Settings,
+    org_id: str,
+    slug: str,
+    url: str | None,
+    file: Path | None,
+    name: str | None,
+    description: str | None,
+    base_url: str | None,
+    auth_headers: Sequence[str],
+) -> int:
+    if (problem := _identity(org_id, None)) is not None:
+        return _fail(problem, 2)
+    try:
+        body: JsonObject = {"slug": slug, "spec": _spec(url, file, settings.integration_max_spec_bytes)}
+        for field, value in (("name", name), ("description", description), ("baseUrl", base_url)):
+            if value is not None:
+                body[field] = value
+        if auth_headers:
+            body["authenticationTemplate"] = auth_template(auth_headers)
+        async with _service(settings) as integrations:
+            record, count = await integrations.add_openapi(_principal(org_id, None), body)
+    except IntegrationError as error:
+        return _refused(error)
+    print(
+        f"added integration {record.slug} with {count} tools; {_methods_line(integration_json(record))}",
+        file=sys.stderr,
+    )
+    print(record.slug)
+    return 0
+
+
+async def integrations_list(settings: Settings, org_id: str) -> int:
+    async with _service(settings) as integrations:
+        records = await integrations.integrations(_principal(org_id, None))
+    for record in records:
+        shown = integration_json(record)
+        print(f"{record.slug}\t{record.kind}\t{record.name}\t{shown.get('displayUrl', '-')}")
+    return 0
+
+
+async def integrations_show(settings: Settings, org_id: str, slug: str) -> int:
+    try:
+        async with _service(settings) as integrations:
+            record = await integrations.integration(_principal(org_id, None), slug)
+    except IntegrationError as error:
+        return _refused(error)
+    print(json.dumps(integration_json(record), indent=2))
+    return 0
+
+
+async def integrations_update(settings: Settings, org_id: str, slug: str, url: str | None, file: Path | None) -> int:
+    """A new spec from `--url` or `--file`, or (with neither) the stored URL fetched again."""
+    try:
+        body = {"spec": _spec(url, file, settings.integration_max_spec_bytes)} if url or file else {}
+        async with _service(settings) as integrations:
+            changed = await integrations.update_openapi_spec(_principal(org_id, None), slug, body)
+    except IntegrationError as error:
+        return _refused(error)
+    print(
+        f"updated integration {slug}: {changed['toolCount']} tools, {len(changed['addedTools'])} added, "
+        f"{len(changed['removedTools'])} removed",
+        file=sys.stderr,
+    )
+    print(json.dumps(changed, indent=2))
+    return 0
+
+
+async def integrations_remove(settings: Settings, org_id: str, slug: str) -> int:
+    try:
+        async with _service(settings) as integrations:
+            await integrations.remove(_principal(org_id, None), slug)
+    except IntegrationError as error:
+        return _refused(error)
+    print(f"removed integration {slug} and its connections", file=sys.stderr)
+    return 0
+
+
+def read_values(
+    variables: Sequence[str], stdin: BinaryIO, tty: bool, ask: Callable[[str], str] = getpass.getpass
+) -> dict[str, str]:
+    """One value per input: each at its own prompt on a TTY (`ask`, which does not echo). Piped, a single
+    value is all of standard input (so it may span lines); several are one line each, in order."""
+    if tty or len(variables) <= 1:
+        return {variable: read_secret_value(f"{variable}: ", stdin, tty, ask) for variable in variables}
+    values = {}
+    for variable in variables:
+        line = stdin.readline(MAX_VALUE_BYTES + 2)
+        values[variable] = read_secret_value(f"{variable}: ", io.BytesIO(line), False)
+    return values
+
+
+async def connections_add(
+    settings: Settings,
+    org_id: str,
+    account_id: str | None,
+    owner: str,
+    integration: str,
+    name: str,
+    template: str,
+    inputs: Sequence[str],
+    description: str | None,
+    stdin: BinaryIO,
+    tty: bool,
+) -> int:
+    if (problem := _identity(org_id, account_id)) is not None:
+        return _fail(problem, 2)
+    if owner == "user" and not account_id:
+        return _fail("--owner user needs --user, the account the connection belongs to", 2)
+    body: JsonObject = {"owner": owner, "name": name, "integration": integration, "template": template}
+    if description is not None:
+        body["description"] = description
+    if template != NO_AUTH:
+        if len(set(inputs)) != len(inputs):
+            return _fail("each --input names a different variable", 2)
+        try:
+            values = read_values(list(inputs) or [TOKEN], stdin, tty)
+        except SecretInputRefused as refused:
+            return _fail(str(refused), 2)
+        if inputs:
+            body["values"] = values
+        else:
+            body["value"] = values[TOKEN]
+    elif inputs:
+        return _fail("a connection with --template none takes no --input", 2)
+    try:
+        async with _service(settings) as integrations:
+            record = await integrations.create_connection(_principal(org_id, account_id), body, pasted=True)
+    except IntegrationError as error:
+        return _refused(error)
+    print(f"saved connection {record.address}", file=sys.stderr)
+    print(record.address)
+    return 0
+
+
+async def connections_list(settings: Settings, org_id: str, account_id: str | None, integration: str | None) -> int:
+    try:
+        async with _service(settings) as integrations:
+            records = await integrations.connections(_principal(org_id, account_id), integration)
+    except IntegrationError as error:
+        return _refused(error)
+    for record in records:
+        shown = connection_json(record)
+        print(f"{shown['address']}\t{shown['template']}\t{shown['provider'] or '-'}\t{shown['description'] or ''}")
+    return 0
+
+
+async def connections_remove(settings: Settings, org_id: str, account_id: str | None, key: str) -> int:
+    """`OWNER/INTEGRATION/NAME`, as the HTTP API's path names a connection."""
+    parts = key.split("/")
+    if len(parts) != 3 or not all(parts):
+        return _fail("name the connection as OWNER/INTEGRATION/NAME, e.g. org/github/main", 2)
+    owner, integration, name = parts
+    if owner == "user" and not account_id:
+        return _fail("a user connection needs --user, the account it belongs to", 2)
+    try:
+        async with _service(settings) as integrations:
+            await integrations.remove_connection(_principal(org_id, account_id), owner, integration, name)
+    except IntegrationError as error:
+        return _refused(error)
+    print(f"removed connection tools.{integration}.{owner}.{name}", file=sys.stderr)
+    return 0

@@ -1,0 +1,472 @@
+"""`/api/integrations`, `/api/connections`, `/api/tools`, `/api/providers` and `/api/openapi/*`: the bearer's
+integrations, connections and tools over plain JSON HTTP (upstream-integrations §3.1).
+
+    GET    /api/integrations                                   the built-in `executor`, then the org's
+    GET|PATCH|DELETE /api/integrations/<slug>                  PATCH {name?, description?}; DELETE -> {removed}
+    GET    /api/connections?integration&owner                  the connections the bearer sees
+    POST   /api/connections                                    {owner, name, integration, template, ...}
+    GET|PATCH|DELETE /api/connections/<owner>/<integration>/<name>
+    POST   /api/connections/<owner>/<integration>/<name>/refresh   -> the connection's tool rows
+    GET    /api/tools?integration&owner&connection&query&includeAnnotations&includeBlocked
+    GET    /api/tools/schema?address=tools.<i>.<o>.<c>.<tool>
+    GET    /api/providers, /api/providers/<key>/items         provider keys; item ids and names, never values
+    POST   /api/openapi/preview                                {spec} -> the summary
+    POST   /api/openapi/specs                                  {spec, slug?, ...} -> {slug, toolCount}
+    GET|DELETE /api/openapi/integrations/<slug>                the summary or null; DELETE -> 204
+    GET|POST /api/openapi/integrations/<slug>/config           {authenticationTemplate?, mode?, baseUrl?}
+    POST   /api/openapi/integrations/<slug>/spec               {spec?} -> {slug, toolCount, addedTools, removedTools}
+
+Authenticated exactly like `/mcp`. Errors are upstream's `{"_tag": "<Error>", "message": ..., ...fields}`:
+every `IntegrationError` with its own status (400, 403, 404, 409), and the request's own refusals with the
+tags of `_REQUEST_TAGS` (401/403/503 authentication with `/mcp`'s challenge and `Retry-After`, 405 with
+`Allow`, 408, 413, 415). A body, when there is one, must be `application/json` (a page can send a
+`text/plain` POST without a preflight, never a JSON one) and is bounded: 32 MiB where a spec travels,
+64 KiB elsewhere. Nothing here logs a body, and no answer holds a secret value: the service never returns
+one.
+"""
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import trio
+from quart import Quart, Response, request
+
+from executor_mcp.auth.principal import Authenticator, Principal
+from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.integrations.addresses import parse_tool_address
+from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
+from executor_mcp.integrations.model import OPENAPI, AuthMethod
+from executor_mcp.integrations.service import BUILT_IN_SLUG, Integrations, ToolEntry, View
+from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, integration_json, tool_row
+from executor_mcp.policies.model import Action, decide
+from executor_mcp.policies.service import Policies, to_rule
+from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
+from executor_mcp.tools.typescript import describe_types, render
+from executor_mcp.transport import headers as rules
+
+API_PREFIX = "/api"
+# A management request is a few short fields; a spec route carries a whole OpenAPI document (GitHub's is
+# 13 MB as JSON text, more once escaped into a JSON string).
+MAX_BODY_BYTES = 64 * 1024
+MAX_SPEC_BODY_BYTES = 32 * 1024 * 1024
+# 32 MiB at `/mcp`'s pace (3.2 Mbit/s) would take 80 s: a spec upload gets longer than other bodies.
+SPEC_BODY_TIMEOUT_SECONDS = 120
+# Bodies from this size on are parsed in a worker thread, so a large spec does not hold up the event loop.
+THREADED_PARSE_BYTES = 1024 * 1024
+_SPEC_PATHS = re.compile(r"/api/openapi/(?:preview|specs|integrations/[^/]+/spec)")
+_WITH_BODY = frozenset({"POST", "PATCH"})
+_TRUE = frozenset({"", "1", "true", "yes"})
+_REQUEST_TAGS = {
+    400: "InvalidInputError",
+    401: "UnauthorizedError",
+    403: "ForbiddenError",
+    405: "MethodNotAllowedError",
+    408: "RequestTimeoutError",
+    413: "RequestTooLargeError",
+    415: "UnsupportedMediaTypeError",
+    503: "ServiceUnavailableError",
+}
+
+_OWN = frozenset({"_tag", "message"})
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+class ToolNotFound(IntegrationError):
+    tag = "ToolNotFoundError"
+    status = 404
+    code = "tool_not_found"
+
+
+def body_limit(path: str) -> int:
+    """The largest body a request to `path` may carry: the spec routes take a whole document."""
+    return MAX_SPEC_BODY_BYTES if _SPEC_PATHS.fullmatch(path) else MAX_BODY_BYTES
+
+
+@attrs.frozen
+class _Route:
+    rule: str
+    name: str
+    handlers: Mapping[str, Handler]  # method -> handler(principal, body, **path parameters)
+
+    @property
+    def allow(self) -> str:
+        methods = list(self.handlers)
+        if "GET" in methods:
+            methods.insert(methods.index("GET") + 1, "HEAD")
+        return ", ".join([*methods, "OPTIONS"])
+
+
+class IntegrationsApi:
+    def __init__(self, integrations: Integrations, authenticator: Authenticator, policies: Policies) -> None:
+        self._integrations = integrations
+        self._auth = authenticator
+        self._policies = policies
+
+    def register(self, app: Quart) -> None:
+        """Every method reaches each route, which answers the ones it lacks with its own 405 and `Allow`."""
+        for route in self._routes():
+            app.add_url_rule(
+                API_PREFIX + route.rule,
+                route.name,
+                self._view(route),
+                methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+                provide_automatic_options=False,
+            )
+
+    def _routes(self) -> tuple[_Route, ...]:
+        connection = "/connections/<owner>/<integration>/<name>"
+        openapi = "/openapi/integrations/<slug>"
+        return (
+            _Route("/integrations", "integrations", {"GET": self._list_integrations}),
+            _Route(
+                "/integrations/<slug>",
+                "integration",
+                {"GET": self._get_integration, "PATCH": self._patch_integration, "DELETE": self._remove_integration},
+            ),
+            _Route("/connections", "connections", {"GET": self._list_connections, "POST": self._create_connection}),
+            _Route(
+                connection,
+                "connection",
+                {"GET": self._get_connection, "PATCH": self._patch_connection, "DELETE": self._remove_connection},
+            ),
+            _Route(connection + "/refresh", "connection_refresh", {"POST": self._refresh_connection}),
+            _Route("/tools", "tools", {"GET": self._list_tools}),
+            _Route("/tools/schema", "tool_schema", {"GET": self._tool_schema}),
+            _Route("/providers", "providers", {"GET": self._providers}),
+            _Route("/providers/<key>/items", "provider_items", {"GET": self._provider_items}),
+            _Route("/openapi/preview", "openapi_preview", {"POST": self._preview}),
+            _Route("/openapi/specs", "openapi_specs", {"POST": self._add_spec}),
+            _Route(openapi, "openapi_integration", {"GET": self._openapi_summary, "DELETE": self._openapi_remove}),
+            _Route(openapi + "/config", "openapi_config", {"GET": self._openapi_config, "POST": self._configure}),
+            _Route(openapi + "/spec", "openapi_spec", {"POST": self._update_spec}),
+        )
+
+    def _view(self, route: _Route) -> Callable[..., Awaitable[Response]]:
+        async def view(**parameters: str) -> Response:
+            return await self._dispatch(route, parameters)
+
+        return view
+
+    async def _dispatch(self, route: _Route, parameters: dict[str, str]) -> Response:
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers={**rules.PREFLIGHT, "Access-Control-Allow-Methods": route.allow})
+        method = "GET" if request.method == "HEAD" else request.method
+        handler = route.handlers.get(method)
+        if handler is None:
+            return _refusal(405, "Method not allowed", {"Allow": route.allow})
+        try:
+            principal = await self._auth.authenticate(request.headers)
+        except Refused as refused:
+            return _refusal(refused.envelope.status, refused.message, envelope_headers(refused))
+        body: JsonObject = {}
+        if method in _WITH_BODY:
+            read = await _body(request.path)
+            if isinstance(read, Response):
+                return read
+            body = read
+        try:
+            answer = await handler(principal, body, **parameters)
+        except IntegrationError as error:
+            return _failure(error)
+        return answer if isinstance(answer, Response) else _ok(answer)
+
+    # -- integrations --------------------------------------------------------------------------------
+
+    async def _list_integrations(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
+        return [
+            BUILT_IN_JSON,
+            *(integration_json(record) for record in await self._integrations.integrations(principal)),
+        ]
+
+    async def _get_integration(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        if slug == BUILT_IN_SLUG:
+            return BUILT_IN_JSON
+        return integration_json(await self._integrations.integration(principal, slug))
+
+    async def _patch_integration(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        return integration_json(await self._integrations.patch(principal, slug, body))
+
+    async def _remove_integration(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        await self._integrations.remove(principal, slug)
+        return {"removed": True}
+
+    # -- connections ---------------------------------------------------------------------------------
+
+    async def _list_connections(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
+        records = await self._integrations.connections(
+            principal, request.args.get("integration") or None, request.args.get("owner") or None
+        )
+        return [connection_json(record) for record in records]
+
+    async def _create_connection(self, principal: Principal, body: JsonObject) -> JsonObject:
+        return connection_json(await self._integrations.create_connection(principal, body, pasted=True))
+
+    async def _get_connection(
+        self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
+    ) -> JsonObject:
+        return connection_json(await self._integrations.connection(principal, owner, integration, name))
+
+    async def _patch_connection(
+        self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
+    ) -> JsonObject:
+        return connection_json(await self._integrations.patch_connection(principal, owner, integration, name, body))
+
+    async def _remove_connection(
+        self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
+    ) -> JsonObject:
+        await self._integrations.remove_connection(principal, owner, integration, name)
+        return {"removed": True}
+
+    async def _refresh_connection(
+        self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
+    ) -> list[JsonObject]:
+        return [
+            tool_row(entry) for entry in await self._integrations.connection_tools(principal, owner, integration, name)
+        ]
+
+    # -- tools ---------------------------------------------------------------------------------------
+
+    async def _list_tools(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
+        args = request.args
+        annotations = _flag(args.get("includeAnnotations"))
+        entries = await self._visible(principal, include_blocked=_flag(args.get("includeBlocked")))
+        selected = select_tools(
+            entries,
+            integration=args.get("integration") or None,
+            owner=args.get("owner") or None,
+            connection=args.get("connection") or None,
+            query=args.get("query") or None,
+        )
+        return [tool_row(entry, annotations=annotations) for entry in selected]
+
+    async def _tool_schema(self, principal: Principal, body: JsonObject) -> JsonObject:
+        raw = request.args.get("address") or ""
+        address = parse_tool_address(raw)
+        view = await self._integrations.view(principal)
+        entry = view.tool(address) if address is not None else None
+        if entry is None or await self._blocked(principal, [entry]):
+            raise ToolNotFound(f"Tool not found: {raw[:500]}", address=raw[:500])
+        return tool_schema(entry, view)
+
+    async def _visible(self, principal: Principal, *, include_blocked: bool) -> list[ToolEntry]:
+        entries = list((await self._integrations.view(principal)).entries)
+        if include_blocked:
+            return entries
+        blocked = await self._blocked(principal, entries)
+        return [entry for entry in entries if entry.tool_id not in blocked]
+
+    async def _blocked(self, principal: Principal, entries: list[ToolEntry]) -> set[str]:
+        """The tool ids of `entries` that a policy blocks for this caller: hidden, as upstream hides them."""
+        if not entries:
+            return set()
+        policies = [to_rule(record) for record in await self._policies.list(principal)]
+        return {
+            entry.tool_id
+            for entry in entries
+            if decide(policies, entry.tool_id, entry.tool.requires_approval).action is Action.BLOCK
+        }
+
+    # -- providers -----------------------------------------------------------------------------------
+
+    async def _providers(self, principal: Principal, body: JsonObject) -> list[str]:
+        return await self._integrations.providers(principal)
+
+    async def _provider_items(self, principal: Principal, body: JsonObject, key: str) -> list[JsonObject]:
+        items = await self._integrations.provider_items(principal, key)
+        return [{"id": item.id, "name": item.name} for item in items]
+
+    # -- OpenAPI -------------------------------------------------------------------------------------
+
+    async def _preview(self, principal: Principal, body: JsonObject) -> JsonObject:
+        return await self._integrations.preview_openapi(principal, body)
+
+    async def _add_spec(self, principal: Principal, body: JsonObject) -> JsonObject:
+        record, count = await self._integrations.add_openapi(principal, body)
+        return {"slug": record.slug, "toolCount": count}
+
+    async def _openapi_summary(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject | None:
+        try:
+            record = await self._integrations.integration(principal, slug)
+        except IntegrationNotFound:
+            return None
+        if record.kind != OPENAPI:
+            return None
+        return {
+            "slug": record.slug,
+            "description": record.description,
+            "kind": record.kind,
+            "canRemove": True,
+            "canRefresh": record.can_refresh,
+        }
+
+    async def _openapi_remove(self, principal: Principal, body: JsonObject, slug: str) -> Response:
+        await self._integrations.remove(principal, slug)
+        return Response(b"", status=204)
+
+    async def _openapi_config(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        record = await self._integrations.integration(principal, slug)
+        config = {
+            key: record.config[key] for key in ("specUrl", "baseUrl", "headers", "queryParams") if key in record.config
+        }
+        return {**config, "authenticationTemplate": [method_json(method) for method in record.auth_methods]}
+
+    async def _configure(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        record = await self._integrations.configure_openapi(principal, slug, body)
+        return {"authenticationTemplate": [method_json(method) for method in record.auth_methods]}
+
+    async def _update_spec(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        return await self._integrations.update_openapi_spec(principal, slug, body)
+
+
+def select_tools(
+    entries: Iterable[ToolEntry],
+    *,
+    integration: str | None = None,
+    owner: str | None = None,
+    connection: str | None = None,
+    query: str | None = None,
+) -> list[ToolEntry]:
+    """`/api/tools`' filters: exact integration, owner and connection; `query` a case-insensitive substring
+    of the tool's name or description."""
+    needle = query.casefold() if query else None
+    return [
+        entry
+        for entry in entries
+        if (integration is None or entry.integration.slug == integration)
+        and (owner is None or entry.connection.owner == owner)
+        and (connection is None or entry.connection.name == connection)
+        and (needle is None or needle in entry.tool.name.casefold() or needle in entry.tool.description.casefold())
+    ]
+
+
+def tool_schema(entry: ToolEntry, view: View) -> JsonObject:
+    """`/api/tools/schema`: the tool's JSON Schemas with the definitions they reach, and the TypeScript
+    `describe.tool` shows, but with the output type unwrapped (the data, not the `{ok, data}` union)."""
+    tool = entry.tool
+    defs = view.defs.get(entry.integration.source_hash, {})
+    answer: JsonObject = {
+        "address": "tools." + entry.tool_id,
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+    }
+    definitions = referenced_definitions([tool.input_schema, tool.output_schema], defs)
+    if definitions:
+        answer["schemaDefinitions"] = definitions
+    described = describe_types(tool.input_schema, tool.output_schema, defs)
+    if "inputTypeScript" in described:
+        answer["inputTypeScript"] = described["inputTypeScript"]
+    answer["outputTypeScript"] = render(tool.output_schema, defs)[0] if tool.output_schema is not None else "unknown"
+    answer["typeScriptDefinitions"] = described["typeScriptDefinitions"]
+    return answer
+
+
+_DEF_REFS = ("#/$defs/", "#/definitions/")
+
+
+def referenced_definitions(schemas: Iterable[Any], defs: Mapping[str, Any]) -> JsonObject:
+    """The `$defs` entries `schemas` reference as `#/$defs/<name>` (or `#/definitions/<name>`), directly or
+    through each other, in the order first reached. Iterative, and each definition is walked once, so any
+    nesting or cycle is safe."""
+    found: JsonObject = {}
+    stack: list[Any] = list(schemas)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            prefix = next((p for p in _DEF_REFS if isinstance(ref, str) and ref.startswith(p)), None)
+            if prefix is not None:
+                name = ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
+                if name in defs and name not in found:
+                    found[name] = defs[name]
+                    stack.append(defs[name])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def method_json(method: AuthMethod) -> JsonObject:
+    """An auth method in its canonical stored form (placements, not the authoring dialect)."""
+    body: JsonObject = {"slug": method.slug, "kind": method.kind}
+    if method.label is not None:
+        body["label"] = method.label
+    if method.placements:
+        body["placements"] = [
+            {
+                "carrier": placement.carrier,
+                "name": placement.name,
+                "prefix": placement.prefix,
+                **({"variable": placement.variable} if placement.variable is not None else {}),
+                **({"literal": placement.literal} if placement.literal is not None else {}),
+            }
+            for placement in method.placements
+        ]
+    if method.oauth is not None:
+        body["oauth"] = method.oauth
+    return body
+
+
+def _flag(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in _TRUE
+
+
+async def _body(path: str) -> JsonObject | Response:
+    """The JSON object a change carries (`{}` when it carries none), or the refusal to answer instead."""
+    declares_body = (request.content_length or 0) > 0 or "transfer-encoding" in request.headers
+    if not declares_body:
+        return {}
+    if request.mimetype != rules.JSON:
+        return _refusal(415, "Unsupported Media Type: Content-Type must be application/json")
+    limit = body_limit(path)
+    timeout = SPEC_BODY_TIMEOUT_SECONDS if limit == MAX_SPEC_BODY_BYTES else BODY_TIMEOUT_SECONDS
+    # Refused unread, so the connection closes: the rest of the body must not be taken for a next request.
+    too_large = _refusal(413, f"Request body too large. Maximum size is {limit} bytes", {"Connection": "close"})
+    if (request.content_length or 0) > limit:
+        return too_large
+    raw = bytearray()
+    with trio.move_on_after(timeout) as waiting:
+        async for chunk in request.body:  # a chunked body has no length to check first
+            raw += chunk
+            if len(raw) > limit:
+                return too_large
+    if waiting.cancelled_caught:
+        return _refusal(
+            408, f"Request Timeout: the body did not arrive within {timeout} seconds", {"Connection": "close"}
+        )
+    try:
+        body = await trio.to_thread.run_sync(_parse, bytes(raw)) if len(raw) >= THREADED_PARSE_BYTES else _parse(raw)
+    except (ValueError, RecursionError):
+        return _failure(InvalidInput("The request body must be JSON"))
+    if not isinstance(body, dict):
+        return _failure(InvalidInput("The request body must be a JSON object"))
+    return body
+
+
+def _parse(raw: bytes | bytearray) -> Any:
+    return json.loads(raw.decode("utf-8")) if raw.strip() else {}
+
+
+def _ok(body: Any) -> Response:
+    return Response(dumps(body), status=200, content_type=rules.JSON)
+
+
+def _failure(error: IntegrationError) -> Response:
+    """The one rendering of an integration error: its tag, status and message, and its extra fields."""
+    return _tagged(error.status, error.tag, error.message, error.fields)
+
+
+def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _tagged(status, _REQUEST_TAGS.get(status, "HttpError"), message, {}, headers)
+
+
+def _tagged(
+    status: int, tag: str, message: str, fields: Mapping[str, object], headers: dict[str, str] | None = None
+) -> Response:
+    body = {"_tag": tag, "message": message, **{key: value for key, value in fields.items() if key not in _OWN}}
+    return Response(dumps(body), status=status, content_type=rules.JSON, headers=headers or {})
