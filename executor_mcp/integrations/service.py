@@ -447,9 +447,7 @@ class Integrations:
         item_ids: dict[str, str] = {}
         if inputs.pasted:
             provider = self._secrets.default_writable.key
-            item_ids = {
-                variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted
-            }
+            item_ids = {variable: pasted_item_id(owner, integration.slug, name, variable) for variable in inputs.pasted}
         elif inputs.references:
             providers = {reference[0] for reference in inputs.references.values()}
             if len(providers) > 1:
