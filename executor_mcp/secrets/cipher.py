@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from executor_mcp.config import SECRET_KEY_ENV
+from executor_mcp.storage.environment import sync_directory
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ def _generate(path: Path) -> None:
             return
         finally:
             temporary.unlink(missing_ok=True)
-        _sync_directory(path.parent)  # the key is durable before any secret sealed with it is committed
+        sync_directory(path.parent)  # the key is durable before any secret sealed with it is committed
     except OSError as exc:
         raise SecretKeyUnusable(f"cannot create {path}: {exc.strerror}") from None
     log.warning(
@@ -140,14 +141,6 @@ def _write_exclusive(path: Path, content: bytes) -> None:
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, content)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -71,7 +71,7 @@ class Environment:
                 building._env.close()
             os.rename(partial, path)
             remove_files(partial)  # its lock file; the data file is already gone
-            _sync_directory(path.parent)
+            sync_directory(path.parent)
 
         await trio.to_thread.run_sync(_build)
         return await cls.open(path, create=False)
@@ -122,7 +122,7 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
     """Make a rename in `directory` durable before anything that depends on it is committed."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -25,13 +25,11 @@ tags of `_REQUEST_TAGS` (401/403/503 authentication with `/mcp`'s challenge and 
 one.
 """
 
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
-import trio
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Authenticator, Principal
@@ -46,6 +44,7 @@ from executor_mcp.policies.service import Policies, to_rule
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
 from executor_mcp.tools.typescript import describe_types, render
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.bodies import BodyRefused, read_json_object
 
 API_PREFIX = "/api"
 # A management request is a few short fields; a spec route carries a whole OpenAPI document (GitHub's is
@@ -54,8 +53,6 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_SPEC_BODY_BYTES = 32 * 1024 * 1024
 # 32 MiB at `/mcp`'s pace (3.2 Mbit/s) would take 80 s: a spec upload gets longer than other bodies.
 SPEC_BODY_TIMEOUT_SECONDS = 120
-# Bodies from this size on are parsed in a worker thread, so a large spec does not hold up the event loop.
-THREADED_PARSE_BYTES = 1024 * 1024
 _SPEC_PATHS = re.compile(r"/api/openapi/(?:preview|specs|integrations/[^/]+/spec)")
 _WITH_BODY = frozenset({"POST", "PATCH"})
 _TRUE = frozenset({"", "1", "true", "yes"})
@@ -421,35 +418,14 @@ async def _body(path: str) -> JsonObject | Response:
     declares_body = (request.content_length or 0) > 0 or "transfer-encoding" in request.headers
     if not declares_body:
         return {}
-    if request.mimetype != rules.JSON:
-        return _refusal(415, "Unsupported Media Type: Content-Type must be application/json")
     limit = body_limit(path)
     timeout = SPEC_BODY_TIMEOUT_SECONDS if limit == MAX_SPEC_BODY_BYTES else BODY_TIMEOUT_SECONDS
-    # Refused unread, so the connection closes: the rest of the body must not be taken for a next request.
-    too_large = _refusal(413, f"Request body too large. Maximum size is {limit} bytes", {"Connection": "close"})
-    if (request.content_length or 0) > limit:
-        return too_large
-    raw = bytearray()
-    with trio.move_on_after(timeout) as waiting:
-        async for chunk in request.body:  # a chunked body has no length to check first
-            raw += chunk
-            if len(raw) > limit:
-                return too_large
-    if waiting.cancelled_caught:
-        return _refusal(
-            408, f"Request Timeout: the body did not arrive within {timeout} seconds", {"Connection": "close"}
-        )
-    try:
-        body = await trio.to_thread.run_sync(_parse, bytes(raw)) if len(raw) >= THREADED_PARSE_BYTES else _parse(raw)
-    except (ValueError, RecursionError):
-        return _failure(InvalidInput("The request body must be JSON"))
-    if not isinstance(body, dict):
-        return _failure(InvalidInput("The request body must be a JSON object"))
+    body = await read_json_object(limit, timeout)
+    if isinstance(body, BodyRefused):
+        if body.status == 400:
+            return _failure(InvalidInput(body.message))
+        return _refusal(body.status, body.message, body.headers)
     return body
-
-
-def _parse(raw: bytes | bytearray) -> Any:
-    return json.loads(raw.decode("utf-8")) if raw.strip() else {}
 
 
 def _ok(body: Any) -> Response:

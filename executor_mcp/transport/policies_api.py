@@ -12,10 +12,8 @@ non-admin), 404 (no such policy for this bearer), 405 (another method), 413 (a b
 a preflight, never a JSON one). Nothing is written unless the whole request is valid.
 """
 
-import json
 from typing import Any
 
-import trio
 from quart import Response, request
 
 from executor_mcp.auth.principal import Authenticator, Principal
@@ -30,8 +28,9 @@ from executor_mcp.policies.service import (
     parse_new,
     parse_owner,
 )
-from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refusal, Refused, envelope_headers
+from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.bodies import BodyRefused, read_json_object
 
 # A policy request is a few short fields; anything much bigger is not one.
 MAX_POLICY_BODY_BYTES = 64 * 1024
@@ -91,28 +90,9 @@ class PoliciesApi:
 
 async def _body() -> dict[str, Any] | Response:
     """The JSON object of a request that changes something, or the refusal to answer instead."""
-    if request.mimetype != rules.JSON:
-        return _error(415, "Unsupported Media Type: Content-Type must be application/json")
-    # Refused unread, so the connection closes: the rest of the body must not be taken for a next request.
-    too_large = _error(
-        413, f"Request body too large. Maximum size is {MAX_POLICY_BODY_BYTES} bytes", {"Connection": "close"}
-    )
-    if (request.content_length or 0) > MAX_POLICY_BODY_BYTES:
-        return too_large
-    raw = bytearray()
-    with trio.move_on_after(BODY_TIMEOUT_SECONDS) as waiting:
-        async for chunk in request.body:  # a chunked body has no length to check first
-            raw += chunk
-            if len(raw) > MAX_POLICY_BODY_BYTES:
-                return too_large
-    if waiting.cancelled_caught:
-        return _error(408, Refused(Refusal.BODY_TIMEOUT).message, {"Connection": "close"})
-    try:
-        body = json.loads(raw.decode("utf-8")) if raw.strip() else {}
-    except (ValueError, RecursionError):
-        return _error(400, "The request body must be JSON")
-    if not isinstance(body, dict):
-        return _error(400, "The request body must be a JSON object")
+    body = await read_json_object(MAX_POLICY_BODY_BYTES, BODY_TIMEOUT_SECONDS)
+    if isinstance(body, BodyRefused):
+        return _error(body.status, body.message, body.headers)
     return body
 
 
