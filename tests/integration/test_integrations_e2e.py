@@ -501,3 +501,28 @@ async def test_integrations_and_connections_survive_a_restart_and_secrets_stay_o
     assert called["ok"] is True
     assert upstream.calls("/orders")[-1].headers["x-api-key"] == SECRET
     assert SECRET not in caplog.text
+
+
+async def test_tool_descriptions_come_from_the_spec_and_a_file_says_how_to_emit_it(
+    executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
+) -> None:
+    await add_orders(http, executor, upstream)
+    (orders,) = [i for i in await api(http, executor, "GET", "/api/integrations") if i["slug"] == "orders"]
+    assert (orders["name"], orders["description"]) == ("Orders API", "Orders placed in the shop.")
+    rows = {row["name"]: row for row in await api(http, executor, "GET", "/api/tools?integration=orders")}
+    assert rows["orders.getOrder"]["description"] == "Fetch one order by id."
+    assert rows["orders.createOrder"]["description"] == "Create an order"
+    invoice = rows["orders.getOrderInvoice"]["description"]
+    assert invoice.startswith("Download the invoice of an order.")
+    assert "emit(result.data)" in invoice
+    assert "emit(" not in rows["orders.getOrder"]["description"]
+    described = await run(
+        client, 'return await tools.describe.tool({ path: "orders.org.myMainKey.orders.getOrderInvoice" });'
+    )
+    assert "emit(result.data)" in described["description"]
+    assert "ToolFile" in described["outputTypeScript"]
+    result = await run(client, 'return await tools.orders.org.myMainKey.orders.getOrderInvoice({ orderId: "1" });')
+    assert result["ok"] is True
+    assert result["data"]["_tag"] == "ToolFile"
+    assert result["data"]["mimeType"] == "application/pdf"
+    assert result["data"]["byteLength"] == len(b"%PDF-1.4 invoice")
