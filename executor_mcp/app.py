@@ -167,7 +167,7 @@ async def serve(
     control = await ControlPlane.open(settings.data_dir)
     try:
         async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
-            await _serve(settings, control, http_client, integrations, tools, handoffs or HandoffBook(), task_status)
+            await _serve(settings, control, http_client, integrations, tools, HandoffBook() if handoffs is None else handoffs, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await control.close()

@@ -91,7 +91,8 @@ class HandoffBook:
         self._max_pending = max_pending
         self._pending: OrderedDict[str, Handoff] = OrderedDict()  # token digest → handoff, oldest first
 
-    def __len__(self) -> int:
+    def pending(self) -> int:
+        """How many links are live (a book is never falsy: no `__len__`)."""
         self._prune()
         return len(self._pending)
 

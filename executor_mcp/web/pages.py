@@ -134,7 +134,7 @@ def connect_page(view: ConnectView, nonce: str) -> str:
     who = (
         "shared with everyone in the organization"
         if view.owner == "org"
-        else f"your own connection (account <code>{e(view.account)}</code>)"
+        else f"your own connection (account <code>{e(view.account)}</code>) in the organization"
     )
     fields = "".join(
         f'<label for="input-{index}">{e(variable)}<small>{e(_where(method, variable))}</small></label>'
@@ -147,7 +147,7 @@ def connect_page(view: ConnectView, nonce: str) -> str:
         f"<h1>Connect {e(view.integration_name)}</h1>"
         f"<p>Paste the credential for the integration <code>{e(view.integration_slug)}</code>, auth template "
         f"<code>{e(template)}</code>. It goes straight to the server's secret store: the agent never sees it.</p>"
-        f"<p>The connection will be {who} in the organization <code>{e(view.org)}</code>. "
+        f"<p>The connection will be {who} <code>{e(view.org)}</code>. "
         f"This link works once, for at most {view.minutes_left} more {minutes}.</p>"
         '<form id="connect" autocomplete="off">'
         '<label for="name">Connection name</label>'
