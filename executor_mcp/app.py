@@ -167,7 +167,8 @@ async def serve(
     control = await ControlPlane.open(settings.data_dir)
     try:
         async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
-            await _serve(settings, control, http_client, integrations, tools, HandoffBook() if handoffs is None else handoffs, task_status)
+            book = HandoffBook() if handoffs is None else handoffs
+            await _serve(settings, control, http_client, integrations, tools, book, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await control.close()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.addresses import OWNERS
+from executor_mcp.integrations.addresses import OWNERS, connection_identifier
 from executor_mcp.integrations.errors import InvalidConnectionInput, NotAdmin
 from executor_mcp.integrations.model import NO_AUTH, AuthMethod, IntegrationRecord
 from executor_mcp.storage.records import Owner as Principal
@@ -222,14 +222,13 @@ def connect_url(base_url: str, token: str, terms: HandoffTerms) -> str:
 
 
 def free_name(wanted: str, taken: Sequence[str]) -> str:
-    """`wanted`, or `wanted2`, `wanted3`, ... : the first not among `taken`."""
+    """`wanted`, or `wanted 2`, `wanted 3`, ...: the first whose connection identifier is not `taken` (names
+    are shown as people wrote them; connections are named by their normalized identifiers)."""
     names = set(taken)
-    if wanted not in names:
-        return wanted
-    suffix = 2
-    while f"{wanted}{suffix}" in names:
-        suffix += 1
-    return f"{wanted}{suffix}"
+    candidate, suffix = wanted, 2
+    while connection_identifier(candidate) in names:
+        candidate, suffix = f"{wanted} {suffix}", suffix + 1
+    return candidate
 
 
 def connection_request(handoff: Handoff, body: JsonObject, method: AuthMethod, default_name: str) -> JsonObject:

@@ -139,7 +139,7 @@ class ConnectPage:
 
 
 def _wanted_name(handoff: Handoff) -> str:
-    return connection_identifier(handoff.label) if handoff.label else DEFAULT_CONNECTION_NAME
+    return handoff.label or DEFAULT_CONNECTION_NAME
 
 
 async def _json_body() -> JsonObject | Response:

@@ -180,9 +180,10 @@ def test_the_url_carries_the_token_in_the_path_and_repeats_the_terms_in_the_quer
     assert parsed.query.startswith("addAccount=1&")
 
 
-def test_free_name_appends_the_first_free_number() -> None:
+def test_free_name_appends_the_first_number_whose_identifier_is_free() -> None:
     assert free_name("main", []) == "main"
-    assert free_name("main", ["main", "main2", "other"]) == "main3"
+    assert free_name("main", ["main", "main2", "other"]) == "main 3"
+    assert free_name("Shop key", ["shopKey"]) == "Shop key 2"
 
 
 def test_the_page_request_takes_exactly_the_templates_inputs() -> None:
@@ -229,9 +230,11 @@ def test_the_page_escapes_what_it_shows_and_has_one_field_per_input() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert 'value="x&quot; onfocus=&quot;y"' in page
     assert page.count('type="password"') == 2
-    assert 'data-input="key"' in page and 'data-input="secret"' in page
+    assert 'data-input="key"' in page
+    assert 'data-input="secret"' in page
     assert "header x-key, query key" in page
     assert "Key and secret" in page
-    assert page.count("<script") == 1 and '<script nonce="NONCE">' in page
+    assert page.count("<script") == 1
+    assert '<script nonce="NONCE">' in page
     assert "script-src 'nonce-NONCE'" in security_headers("NONCE")["Content-Security-Policy"]
     assert "script-src 'none'" in security_headers()["Content-Security-Policy"]
