@@ -272,7 +272,7 @@ def openapi_document(title: str) -> bytes:
 
 
 async def test_detect_names_an_openapi_document_and_finds_nothing_elsewhere(
-    executor: ServerUnderTest, nursery: trio.Nursery, client: Client
+    executor: ServerUnderTest, nursery: trio.Nursery, client: Client, http: httpx.AsyncClient
 ) -> None:
     def serve(request: Any) -> Answer:
         if request.path == "/openapi.json":
@@ -307,6 +307,12 @@ async def test_detect_names_an_openapi_document_and_finds_nothing_elsewhere(
     }
     for nothing in ("/swagger.json", "/page", "/missing"):
         assert await detect(site.url + nothing) == {"ok": True, "data": {"results": []}}
+    over_http = await http.post(
+        executor.running.url + "/api/integrations/detect", json={"url": site.url + "/openapi.json"}
+    )
+    assert over_http.status_code == 200
+    assert over_http.json() == found["data"]["results"]
+    assert (await http.get(executor.running.url + "/api/integrations/detect")).status_code == 404
     with trio.socket.socket() as unused:
         await unused.bind(("127.0.0.1", 0))
         closed_port = unused.getsockname()[1]
