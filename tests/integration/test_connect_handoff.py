@@ -259,6 +259,12 @@ async def test_with_bearers_the_link_is_the_credential_and_connects_its_issuer_o
     assert page.status_code == 200
     assert "<code>alice</code>" in page.text
     assert "access-control-allow-origin" not in page.headers
+    preflight = await http.options(
+        data["url"].split("?")[0],
+        headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
+    )
+    assert preflight.status_code == 405
+    assert not [name for name in preflight.headers if name.startswith("access-control-")]
     created = await post(http, data["url"], {"values": {"token": SECRET}})
     assert created.status_code == 200, created.text
     mine = await http.get(server.running.url + "/api/connections", headers=alice)
