@@ -28,6 +28,7 @@ from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine, Limits
 from executor_mcp.execution.runs import Book
 from executor_mcp.integrations.assembly import open_integrations
+from executor_mcp.integrations.handoff import HandoffBook, Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.sandbox.pool import WorkerPool
@@ -155,15 +156,19 @@ async def serve(
     settings: Settings,
     *,
     tools: ToolFactory | None = None,
+    handoffs: HandoffBook | None = None,
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Serve until `Running.stop` is set. `handoffs` is the book of connect links (tests pass one with their
+    own clock; the server's is in memory, so a restart voids pending links)."""
     ensure_safe_bind(settings)
     raise_descriptor_limit()
     pin_malloc_mmap_threshold()
     control = await ControlPlane.open(settings.data_dir)
     try:
         async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
-            await _serve(settings, control, http_client, integrations, tools, task_status)
+            book = HandoffBook() if handoffs is None else handoffs
+            await _serve(settings, control, http_client, integrations, tools, book, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await control.close()
@@ -175,6 +180,7 @@ async def _serve(
     http_client: httpx.AsyncClient,
     integrations: Integrations,
     tools: ToolFactory | None,
+    handoffs: HandoffBook,
     task_status: trio.TaskStatus[Running],
 ) -> None:
     pool = WorkerPool(max_workers=settings.sandbox_workers)
@@ -186,9 +192,10 @@ async def _serve(
         max_tool_calls=settings.execution_max_tool_calls,
     )
     policies = Policies(control)
+    public = PublicUrl(settings.public_url or "")
     catalog_tools = executor_tools(
         Engine(pool, limits),
-        build_catalog(integrations),
+        build_catalog(integrations, Handoffs(handoffs, lambda: public.value)),
         policies,
         Book(approval_window=settings.approval_window),
         Admission(executions_per_account(settings, pool)),
@@ -206,7 +213,6 @@ async def _serve(
         max_sessions_per_account=settings.max_sessions_per_user,
         retention=settings.session_retention,
     )
-    public = PublicUrl(settings.public_url or "")
     authenticator = await build_authenticator(settings, control, http_client, public)
     browser = BrowserGuard(
         enabled=settings.auth == "none",
@@ -215,7 +221,14 @@ async def _serve(
         allowed_hosts=settings.allowed_host,
     )
     app = create_app(
-        manager, authenticator, public, policies, settings.authorization_server, browser, integrations=integrations
+        manager,
+        authenticator,
+        public,
+        policies,
+        settings.authorization_server,
+        browser,
+        integrations=integrations,
+        handoffs=handoffs,
     )
     stop = trio.Event()
 

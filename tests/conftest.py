@@ -14,6 +14,7 @@ from mcp import Client
 from executor_mcp.app import Running, serve
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
+from executor_mcp.integrations.handoff import HandoffBook
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.context import CallContext, Interaction
@@ -38,15 +39,21 @@ class ServerUnderTest:
 
 
 async def start_server(
-    nursery: trio.Nursery, data_dir: Path, *, tools: ToolFactory | None = None, **overrides: Any
+    nursery: trio.Nursery,
+    data_dir: Path,
+    *,
+    tools: ToolFactory | None = None,
+    handoffs: HandoffBook | None = None,
+    **overrides: Any,
 ) -> ServerUnderTest:
-    """A server with the product's catalog, or with `tools` instead; `overrides` are settings."""
+    """A server with the product's catalog, or with `tools` instead; `overrides` are settings, `handoffs` the
+    book of connect links (one with the test's clock)."""
     settings = Settings(host="127.0.0.1", port=0, data_dir=data_dir, **overrides)
     done = trio.Event()
 
     async def run(task_status: trio.TaskStatus[Running]) -> None:
         try:
-            await serve(settings, tools=tools, task_status=task_status)
+            await serve(settings, tools=tools, handoffs=handoffs, task_status=task_status)
         finally:
             done.set()
 

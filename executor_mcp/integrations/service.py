@@ -14,6 +14,7 @@ import hashlib
 import logging
 import re
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -45,6 +46,7 @@ from executor_mcp.integrations.model import (
     ToolDef,
 )
 from executor_mcp.integrations.openapi import auth as openapi_auth
+from executor_mcp.integrations.openapi import document as openapi_document
 from executor_mcp.integrations.openapi.compile import (
     CompiledSpec,
     compile_spec,
@@ -72,6 +74,8 @@ MAX_STATIC_ENTRIES = 64
 MAX_STATIC_VALUE_LENGTH = 4096
 MAX_URL_LENGTH = 2048
 MAX_SECRET_VALUE_LENGTH = 16 * 1024
+# `integrations.detect` is a quick look: a URL that takes longer to answer is taken for nothing there.
+DETECT_TIMEOUT = 20.0
 # Compiled catalogs and per-caller views kept decoded in memory; the rest are re-read from LMDB.
 COMPILED_CACHE = 16
 VIEW_CACHE = 256
@@ -418,6 +422,29 @@ class Integrations:
             return await self._outbound.fetch(url, max_bytes=self._max_source_bytes), url
         except OutboundFailure as failure:
             raise SourceUnavailable(failure.message) from None
+
+    async def detect(self, url: Any) -> list[JsonObject]:
+        """What kind of integration `url` serves: `[{kind: "openapi", confidence: "high", endpoint, name,
+        slug}]` when it answers an OpenAPI 3.x document, else `[]`. An unreachable, blocked or failing URL is
+        "nothing detected" too (upstream's plugins answer no candidate); only a malformed URL is an error."""
+        endpoint = _url(url, "url")
+        try:
+            source = await self._outbound.fetch(endpoint, max_bytes=self._max_source_bytes, timeout=DETECT_TIMEOUT)
+        except OutboundFailure as failure:
+            log.info("detect: nothing at the URL (%s)", failure.code)
+            return []
+        try:
+            async with self._compiling:
+                document = await trio.to_thread.run_sync(
+                    lambda: openapi_document.parse(source, max_bytes=self._max_source_bytes)
+                )
+        except SpecRefused:
+            return []
+        info = document.root.get("info")
+        title = info.get("title") if isinstance(info, dict) else None
+        name = title.strip()[:MAX_NAME_LENGTH] if isinstance(title, str) and title.strip() else None
+        name = name or (urllib.parse.urlsplit(endpoint).hostname or "api")
+        return [{"kind": OPENAPI, "confidence": "high", "endpoint": endpoint, "name": name, "slug": default_slug(name)}]
 
     # -- connections ---------------------------------------------------------------------------------
 

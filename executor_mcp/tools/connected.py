@@ -1,20 +1,26 @@
 """The executor's tools for the catalog itself: adding OpenAPI specs and managing connections.
 
-Paths `tools.executor.openapi.previewSpec|addSpec` and `tools.executor.coreTools.connections.list|create|
-remove|refresh` (upstream §3.2). What changes the catalog is approval-gated, and `connections.create`
-takes provider references or `none` only: a secret value never passes through the agent. Each gated
-tool checks what it can before the approval is asked, so a doomed call costs no human.
+Paths `tools.executor.openapi.previewSpec|addSpec`, `tools.executor.coreTools.integrations.detect` and
+`tools.executor.coreTools.connections.list|create|createHandoff|remove|refresh` (upstream §3.2). What
+changes the catalog is approval-gated, and `connections.create` takes provider references or `none` only:
+a secret value never passes through the agent; `createHandoff` (ungated: it changes nothing until a person
+pastes a value on its page) is how one gets in. Each gated tool checks what it can before the approval is
+asked, so a doomed call costs no human.
 """
 
+import logging
 from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.errors import InvalidConnectionInput, InvalidInput
+from executor_mcp.integrations.handoff import INSTRUCTIONS, Handoffs, connect_url, handoff_id, handoff_terms
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json, tool_row
 from executor_mcp.tools.catalog import StaticTool
 from executor_mcp.tools.context import CallContext
+
+log = logging.getLogger(__name__)
 
 _OWNER = {"type": "string", "enum": list(OWNERS)}
 _REFERENCE = {
@@ -83,7 +89,7 @@ def _key(args: Any) -> tuple[str, str, str]:
     return owner, integration, name
 
 
-def connected_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
+def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[StaticTool, ...]:
     async def preview_spec(args: Any, context: CallContext) -> JsonObject:
         return await integrations.preview_openapi(context.principal, args)
 
@@ -116,6 +122,20 @@ def connected_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
 
     def check_key(args: Any, context: CallContext) -> None:
         _key(args)
+
+    async def create_handoff(args: Any, context: CallContext) -> JsonObject:
+        values = _values(args)
+        slug = values.get("integration")
+        if not isinstance(slug, str) or not slug:
+            raise InvalidConnectionInput("integration must be a non-empty string")
+        record = await integrations.integration(context.principal, slug)
+        terms = handoff_terms(context.principal, values, record)
+        token = handoffs.book.issue(context.principal, terms.owner, terms.integration, terms.template, terms.label)
+        log.info("handoff %s issued for %s (%s, %s)", handoff_id(token), terms.integration, terms.owner, terms.template)
+        return {"url": connect_url(handoffs.base_url(), token, terms), "instructions": INSTRUCTIONS}
+
+    async def detect(args: Any, context: CallContext) -> JsonObject:
+        return {"results": await integrations.detect(_values(args).get("url"))}
 
     return (
         StaticTool(
@@ -203,6 +223,67 @@ def connected_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
             handler=create_connection,
             requires_approval=True,
             validate=check_create,
+        ),
+        StaticTool(
+            id="executor.coreTools.connections.createHandoff",
+            integration="executor",
+            name="connections.createHandoff",
+            description=(
+                "Get a one-time link where the user pastes an API key or token for an integration, so the secret "
+                "never passes through the chat. Give the user the URL, then call connections.list to find the "
+                "connection they created. owner defaults to user; template to the integration's only auth template."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "integration": {"type": "string"},
+                    "owner": _OWNER,
+                    "template": {"type": "string"},
+                    "label": {"type": "string"},
+                },
+                "required": ["integration"],
+            },
+            output_schema={
+                "type": "object",
+                "properties": {"url": {"type": "string"}, "instructions": {"type": "string"}},
+                "required": ["url", "instructions"],
+            },
+            handler=create_handoff,
+        ),
+        StaticTool(
+            id="executor.coreTools.integrations.detect",
+            integration="executor",
+            name="integrations.detect",
+            description=(
+                "Detect what kind of integration a URL serves: an OpenAPI document gives one result with a "
+                "suggested name and slug for executor.openapi.addSpec; anything else (or an unreachable URL) none."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"url": {"type": "string", "maxLength": 2048}},
+                "required": ["url"],
+            },
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "kind": {"type": "string"},
+                                "confidence": {"type": "string", "enum": ["high", "medium", "low"]},
+                                "endpoint": {"type": "string"},
+                                "name": {"type": "string"},
+                                "slug": {"type": "string"},
+                            },
+                            "required": ["kind", "confidence", "endpoint", "name", "slug"],
+                        },
+                    }
+                },
+                "required": ["results"],
+            },
+            handler=detect,
         ),
         StaticTool(
             id="executor.coreTools.connections.remove",

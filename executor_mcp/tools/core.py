@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.handoff import HandoffBook, Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
@@ -220,9 +221,13 @@ POLICY_TOOLS = (
 )
 
 
-def build_catalog(connected: Integrations | None = None) -> Catalog:
+def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | None = None) -> Catalog:
     """The catalog every session's code sees: the executor's own core tools and, with `connected`, the
-    tools for adding specs and managing connections, and every caller's connected integrations."""
+    tools for adding specs and managing connections, and every caller's connected integrations. `handoffs`
+    is where `connections.createHandoff` issues its links (the server passes the book its connect page
+    serves; without one, links are relative and served by nothing)."""
+    if handoffs is None:
+        handoffs = Handoffs(HandoffBook(), lambda: "")
     catalog: Catalog | None = None
 
     async def list_integrations(_: Any, context: CallContext) -> JsonObject:
@@ -256,7 +261,7 @@ def build_catalog(connected: Integrations | None = None) -> Catalog:
                 handler=list_integrations,
             ),
             *POLICY_TOOLS,
-            *(connected_tools(connected) if connected is not None else ()),
+            *(connected_tools(connected, handoffs) if connected is not None else ()),
         ),
     )
     catalog = Catalog([executor], connected)

@@ -23,6 +23,7 @@ from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
+from executor_mcp.integrations.handoff import HandoffBook
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
@@ -65,6 +66,7 @@ from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
+from executor_mcp.web.connect import ConnectPage, is_console_path
 
 log = logging.getLogger(__name__)
 
@@ -301,9 +303,11 @@ def create_app(
     authorization_servers: tuple[str, ...] = (),
     browser: BrowserGuard | None = None,
     integrations: Integrations | None = None,
+    handoffs: HandoffBook | None = None,
 ) -> Quart:
     """The HTTP app. `browser` is the `--auth none` Origin/Host guard (off by default, as with bearers).
-    Without `integrations`, the integrations API's routes are absent."""
+    Without `integrations`, the integrations API's routes are absent; without `handoffs` too, the connect
+    page."""
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
     app = _App("executor_mcp", static_folder=None)
@@ -342,6 +346,8 @@ def create_app(
     )
     if integrations is not None:
         IntegrationsApi(integrations, authenticator, policies).register(app)
+        if handoffs is not None:
+            ConnectPage(integrations, handoffs, guard).register(app)
 
     async def refuse_browsers() -> Response | None:
         """Before any route (and before routing: unknown paths too), the `--auth none` browser checks."""
@@ -353,7 +359,7 @@ def create_app(
         declares_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
         if declares_body and not request.body.received:
             response.headers["Connection"] = "close"
-        allowed = guard.cors_origin(request.headers)
+        allowed = None if is_console_path(request.path) else guard.cors_origin(request.headers)
         if allowed is None:
             for name in {name for name, _ in response.headers.items() if name.lower().startswith("access-control-")}:
                 del response.headers[name]

@@ -2,6 +2,7 @@
 integrations, connections and tools over plain JSON HTTP (upstream-integrations §3.1).
 
     GET    /api/integrations                                   the built-in `executor`, then the org's
+    POST   /api/integrations/detect                            {url} -> [{kind, confidence, endpoint, name, slug}]
     GET|PATCH|DELETE /api/integrations/<slug>                  PATCH {name?, description?}; DELETE -> {removed}
     GET    /api/connections?integration&owner                  the connections the bearer sees
     POST   /api/connections                                    {owner, name, integration, template, ...}
@@ -27,6 +28,7 @@ one.
 
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import attrs
@@ -119,6 +121,17 @@ class IntegrationsApi:
         openapi = "/openapi/integrations/<slug>"
         return (
             _Route("/integrations", "integrations", {"GET": self._list_integrations}),
+            # A fixed path outranks `<slug>`, so an integration whose slug is `detect` is still reached here.
+            _Route(
+                "/integrations/detect",
+                "integrations_detect",
+                {
+                    "GET": partial(self._get_integration, slug="detect"),
+                    "POST": self._detect,
+                    "PATCH": partial(self._patch_integration, slug="detect"),
+                    "DELETE": partial(self._remove_integration, slug="detect"),
+                },
+            ),
             _Route(
                 "/integrations/<slug>",
                 "integration",
@@ -190,6 +203,9 @@ class IntegrationsApi:
     async def _remove_integration(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
         await self._integrations.remove(principal, slug)
         return {"removed": True}
+
+    async def _detect(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
+        return await self._integrations.detect(body.get("url"))
 
     # -- connections ---------------------------------------------------------------------------------
 
