@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import chain, compress, repeat
-from operator import add, contains, ge, neg
+from operator import add, contains, ge, mul, neg
 
 import attrs
 
@@ -218,23 +218,32 @@ class _Field:
         return _Phrase(contained, candidates.intersection(starting), candidates.intersection(equal))
 
 
-def _points(weight: int, awards: Iterable[tuple[int, _Reach]], phrase: _Phrase | None) -> dict[int, int]:
-    """Each value's points from its words' reaches (each with its points per level) and the phrase, added
-    per distinct amount in bulk."""
-    awarded: dict[int, list[int]] = {}
-    for amount, reach in awards:
-        awarded.setdefault(amount, []).extend(reach.inside)
-        awarded[amount].extend(reach.related)
-        awarded.setdefault(2 * amount, []).extend(reach.exact)
+def _tally(awards: Iterable[tuple[int, _Reach]], phrase: _Phrase | None) -> dict[int, int]:
+    """Each value's points per unit of its field's weight, from its words' reaches (each with how often the
+    query repeats the word) and the phrase.
+
+    A value earns one unit per level a word of count 1 reaches and per phrase level, so its units are how
+    often it occurs in those lists: counted at C speed, per distinct word count (one, but for repeated words).
+    """
+    listed: dict[int, list[int]] = {}
+    for count, reach in awards:
+        ids = listed.setdefault(count, [])
+        ids += reach.inside
+        ids += reach.related
+        ids += reach.exact * 2
     if phrase is not None:
-        awarded.setdefault(6 * weight, []).extend(phrase.contained)
-        awarded.setdefault(3 * weight, []).extend(phrase.starting)
-        awarded.setdefault(5 * weight, []).extend(phrase.equal)
-    points: dict[int, int] = {}
-    for amount, value_ids in awarded.items():
-        for value_id, times in Counter(value_ids).items():
-            points[value_id] = points.get(value_id, 0) + amount * times
-    return points
+        ids = listed.setdefault(1, [])
+        ids += phrase.contained * 6
+        ids += [*phrase.starting] * 3
+        ids += [*phrase.equal] * 5
+    tallies = [(count, Counter(ids)) for count, ids in listed.items()]
+    if len(tallies) == 1 and tallies[0][0] == 1:
+        return tallies[0][1]
+    units: dict[int, int] = {}
+    for count, tally in tallies:
+        for value_id, times in tally.items():
+            units[value_id] = units.get(value_id, 0) + count * times
+    return units
 
 
 def _values(of: list[int], ids: list[int]) -> tuple[list[int], list[int]]:
@@ -243,9 +252,11 @@ def _values(of: list[int], ids: list[int]) -> tuple[list[int], list[int]]:
     return values, list(set(values))
 
 
-def _plus(totals: list[int], points: dict[int, int], of_entries: list[int]) -> list[int]:
-    """`totals` with each entry's value's points added, in bulk."""
-    return list(map(add, totals, map(points.get, of_entries, repeat(0)))) if points else totals
+def _plus(totals: list[int], units: dict[int, int], weight: int, of_entries: list[int]) -> list[int]:
+    """`totals` with each entry's value's units, at `weight` points each, added in bulk."""
+    if not units:
+        return totals
+    return list(map(add, totals, map(mul, map(units.get, of_entries, repeat(0)), repeat(weight))))
 
 
 class SearchIndex:
@@ -285,8 +296,6 @@ class SearchIndex:
                 heads.append(path)
                 self._tail_of.append(_NO_TAIL)
         self._head = _Field(heads)
-        # So in every catalog the server builds: a word then scores in a path and a name at once.
-        self._tailed = _NO_TAIL not in self._tail_of
         # An entry's profile: everything it is scored on but its path's head and phrase, which connections to
         # one integration share. The per-entry work of a search is then a profile's and a path's points.
         fields = (self._integration.of_entry, self._name.of_entry, self._description.of_entry, self._tail_of)
@@ -352,6 +361,8 @@ class SearchIndex:
             space = tuple(tokens(namespace))
             inside = {*self._integration_ranges.starting_with(space), *self._path_ranges.starting_with(space)}
             matched = {entry_id: count for entry_id, count in matched.items() if entry_id in inside}
+        if not matched:
+            return _paged([], 0, offset)
         ids = list(matched)
         totals = self._scores(normalize(query), query_tokens, ids, list(matched.values()))
         end = offset + limit
@@ -393,14 +404,14 @@ class SearchIndex:
         """Upstream's score of each entry of `ids` (matching `counts` distinct query tokens), in that order:
         its coverage bonus, its profile's and its path's points (each distinct value scored once), its bonuses."""
         words = [self._word(token, count) for token, count in Counter(query_tokens).items()]
+        counts_of = [word.count for word in words]
         distinct = len(words)
         coverage = {count: 25 if count == distinct else round(count / distinct * 10) for count in set(counts)}
         totals = list(map(coverage.__getitem__, counts))
         # The path (weight 12): the words no candidate's head reaches score in the path as in its name, the
         # others on whole paths; the phrase is always the whole path's.
-        on_heads = [
-            bool(reach.inside) for reach in self._head.reach(words, list({*map(self._head.of_entry.__getitem__, ids)}))
-        ]
+        head_ids = list({*map(self._head.of_entry.__getitem__, ids)})
+        on_heads = [bool(reach.inside) for reach in self._head.reach(words, head_ids)]
         of_entries, profile_ids = _values(self._profile_of, ids)
         integrations, names, descriptions, tails = self._profile_values
         profile_totals = [0] * len(profile_ids)
@@ -411,33 +422,24 @@ class SearchIndex:
         ):
             of_values, value_ids = _values(of_profiles, profile_ids)
             reaches = field.reach(words, value_ids)
-            awards = [(weight * word.count, reach) for word, reach in zip(words, reaches, strict=True)]
+            units = _tally(zip(counts_of, reaches, strict=True), field.phrase(query, words, value_ids, reaches))
+            profile_totals = _plus(profile_totals, units, weight, of_values)
             if field is self._name:
                 in_tails = [
-                    (12 * word.count, reach)
-                    for word, reach, on_head in zip(words, reaches, on_heads, strict=True)
-                    if not on_head
+                    (count, reach) for count, reach, on in zip(counts_of, reaches, on_heads, strict=True) if not on
                 ]
-                if self._tailed:  # every name is also its path's tail: one amount per word for both
-                    awards = [
-                        (amount + 12 * word.count * (not on_head), reach)
-                        for (amount, reach), word, on_head in zip(awards, words, on_heads, strict=True)
-                    ]
-                else:
-                    tail_points = _points(12, in_tails, None)
-                    profile_totals = _plus(profile_totals, tail_points, list(map(tails.__getitem__, profile_ids)))
-            points = _points(weight, awards, field.phrase(query, words, value_ids, reaches))
-            profile_totals = _plus(profile_totals, points, of_values)
+                of_tails = list(map(tails.__getitem__, profile_ids))
+                profile_totals = _plus(profile_totals, _tally(in_tails, None), 12, of_tails)
         profile_points = dict(zip(profile_ids, profile_totals, strict=True))
         totals = list(map(add, totals, map(profile_points.__getitem__, of_entries)))
         of_entries, path_ids = _values(self._path.of_entry, ids)
         whole = [word for word, on_head in zip(words, on_heads, strict=True) if on_head]
-        awards = list(zip([12 * word.count for word in whole], self._path.reach(whole, path_ids), strict=True))
-        totals = _plus(totals, _points(12, awards, self._path.phrase(query, words, path_ids, None)), of_entries)
+        awards = zip([word.count for word in whole], self._path.reach(whole, path_ids), strict=True)
+        totals = _plus(totals, _tally(awards, self._path.phrase(query, words, path_ids, None)), 12, of_entries)
         bonuses = dict.fromkeys(self._leading.get(query_tokens[0], ()), 8)
         for entry_id in self._exact.get(query, ()):
             bonuses[entry_id] = bonuses.get(entry_id, 0) + 20
-        return _plus(totals, bonuses, ids)
+        return _plus(totals, bonuses, 1, ids)
 
     def _word(self, token: str, count: int) -> _Word:
         shorter = tuple(token[:end] for end in range(1, len(token)) if token[:end] in self._token_ids)
