@@ -6,10 +6,11 @@ Otherwise every field (path, integration, name, description) is scored against t
 with bonuses for full coverage and for leading or exact matches.
 
 The query comes from sandboxed code, so its cost must not be its author's to choose: a query is bounded
-in characters and words, and a `SearchIndex` normalizes every entry once per catalog. A query then looks
-its words up in the index (which entries hold a token containing the word, or a token the word starts
-with) and scores only the entries that can reach the coverage upstream requires, with one padded string
-per field so each word costs a few substring checks, however often it repeats.
+in characters and words, and a `SearchIndex` normalizes every distinct field value once per catalog. A
+query then looks its words up in the index (which entries hold a token containing the word, or a token
+the word starts with) and scores only the entries that can reach the coverage upstream requires, with
+one padded string per distinct value so each word costs a few substring checks per distinct text, however
+often the query repeats it and however often the catalog does.
 """
 
 import bisect
@@ -25,7 +26,8 @@ import attrs
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = re.compile(r"[_./:\-]+")
 _TOKEN = re.compile(r"[a-z0-9]+")
-_WEIGHTS = (("path", 12), ("integration", 8), ("name", 10), ("description", 5))
+# Upstream's weight of each field: its points per level a word reaches there.
+_PATH_WEIGHT, _INTEGRATION_WEIGHT, _NAME_WEIGHT, _DESCRIPTION_WEIGHT = 12, 8, 10, 5
 # Above every character a token can hold ([a-z0-9]), so `word + _AFTER` bounds the strings starting with it.
 _AFTER = "\x7f"
 # The tail of a path that is not `<head>.<name>`: no value, so no points.
@@ -178,30 +180,30 @@ class _Field:
     def reach(self, words: list[_Word], value_ids: list[int]) -> list[_Reach]:
         """What each word reaches among `value_ids`: passes of substring checks over their padded texts, and
         the field's postings for a whole token (the word, or a shorter token) when they are the shorter list."""
+        if not words:
+            return []
         padded = self.padded
         texts = list(map(padded.__getitem__, value_ids))
-        candidates: set[int] | None = None
-
-        def holding(token: str, among: list[int], texts: Iterable[str]) -> list[int]:
-            nonlocal candidates
-            holders = self.holding.get(token, ())
-            if len(holders) >= len(among):
-                return _having(among, texts, f" {token} ")
-            candidates = set(value_ids) if candidates is None else candidates
-            return [value_id for value_id in holders if value_id in candidates]
-
+        candidates = set(value_ids)
         reaches = []
         for word in words:
             inside = _having(value_ids, texts, word.token)
             related = _having(inside, map(padded.__getitem__, inside), word.start)
             if word.shorter:
                 for prefix in word.shorter:
-                    related.extend(holding(prefix, value_ids, texts))
+                    related.extend(self._holding(prefix, value_ids, candidates))
                 related = list(set(related))
                 inside = list(set(inside).union(related))
-            exact = holding(word.token, related, map(padded.__getitem__, related))
-            reaches.append(_Reach(inside, related, exact))
+            reaches.append(_Reach(inside, related, self._holding(word.token, related, candidates)))
         return reaches
+
+    def _holding(self, token: str, among: list[int], candidates: set[int]) -> list[int]:
+        """Which of `among` hold `token` itself: a pass over them, or the token's postings when shorter (the
+        candidates holding the token are then all among `among`, as they are where `reach` asks)."""
+        holders = self.holding.get(token, ())
+        if len(holders) >= len(among):
+            return _having(among, map(self.padded.__getitem__, among), f" {token} ")
+        return [value_id for value_id in holders if value_id in candidates]
 
     def phrase(self, query: str, words: list[_Word], value_ids: list[int], reaches: list[_Reach] | None) -> _Phrase:
         """Which of `value_ids` hold the phrase; those starting with it come from the sorted values. A one-word
@@ -366,12 +368,15 @@ class SearchIndex:
         ids = list(matched)
         totals = self._scores(normalize(query), query_tokens, ids, list(matched.values()))
         end = offset + limit
+        if end <= 0:
+            return _paged([], len(matched), offset)
         if end < len(ids):
-            # Only the entries scoring at least the page's lowest score can be on it: order those alone.
+            # Only the entries scoring at least the `end`-th best score can be among the first `end`: order
+            # those alone (ties included), then keep `end` of them.
             lowest = heapq.nlargest(end, totals)[-1]
             reaching = list(map(ge, totals, repeat(lowest)))
             ids, totals = list(compress(ids, reaching)), list(compress(totals, reaching))
-        ordered = sorted(zip(map(neg, totals), map(self._paths.__getitem__, ids), ids, strict=True))
+        ordered = sorted(zip(map(neg, totals), map(self._paths.__getitem__, ids), ids, strict=True))[:end]
         page = [(self._entries[entry_id], -negated) for negated, _, entry_id in ordered[offset:end]]
         return _paged(page, len(matched), offset)
 
@@ -408,17 +413,17 @@ class SearchIndex:
         distinct = len(words)
         coverage = {count: 25 if count == distinct else round(count / distinct * 10) for count in set(counts)}
         totals = list(map(coverage.__getitem__, counts))
-        # The path (weight 12): the words no candidate's head reaches score in the path as in its name, the
-        # others on whole paths; the phrase is always the whole path's.
+        # The words no candidate's head reaches score in the path as in its name (its tail), the others on
+        # whole paths; the phrase is always the whole path's.
         head_ids = list({*map(self._head.of_entry.__getitem__, ids)})
         on_heads = [bool(reach.inside) for reach in self._head.reach(words, head_ids)]
         of_entries, profile_ids = _values(self._profile_of, ids)
         integrations, names, descriptions, tails = self._profile_values
         profile_totals = [0] * len(profile_ids)
         for field, weight, of_profiles in (
-            (self._integration, 8, integrations),
-            (self._name, 10, names),
-            (self._description, 5, descriptions),
+            (self._integration, _INTEGRATION_WEIGHT, integrations),
+            (self._name, _NAME_WEIGHT, names),
+            (self._description, _DESCRIPTION_WEIGHT, descriptions),
         ):
             of_values, value_ids = _values(of_profiles, profile_ids)
             reaches = field.reach(words, value_ids)
@@ -429,13 +434,14 @@ class SearchIndex:
                     (count, reach) for count, reach, on in zip(counts_of, reaches, on_heads, strict=True) if not on
                 ]
                 of_tails = list(map(tails.__getitem__, profile_ids))
-                profile_totals = _plus(profile_totals, _tally(in_tails, None), 12, of_tails)
+                profile_totals = _plus(profile_totals, _tally(in_tails, None), _PATH_WEIGHT, of_tails)
         profile_points = dict(zip(profile_ids, profile_totals, strict=True))
         totals = list(map(add, totals, map(profile_points.__getitem__, of_entries)))
         of_entries, path_ids = _values(self._path.of_entry, ids)
         whole = [word for word, on_head in zip(words, on_heads, strict=True) if on_head]
         awards = zip([word.count for word in whole], self._path.reach(whole, path_ids), strict=True)
-        totals = _plus(totals, _tally(awards, self._path.phrase(query, words, path_ids, None)), 12, of_entries)
+        units = _tally(awards, self._path.phrase(query, words, path_ids, None))
+        totals = _plus(totals, units, _PATH_WEIGHT, of_entries)
         bonuses = dict.fromkeys(self._leading.get(query_tokens[0], ()), 8)
         for entry_id in self._exact.get(query, ()):
             bonuses[entry_id] = bonuses.get(entry_id, 0) + 20
