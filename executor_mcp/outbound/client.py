@@ -12,8 +12,10 @@ streaming content types (NDJSON, SSE) are collected up to a byte and time window
 """
 
 import ipaddress
+import logging
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -39,6 +41,10 @@ from executor_mcp.outbound.model import (
     too_large_message,
 )
 from executor_mcp.outbound.useragent import DEFAULT_USER_AGENT
+
+# httpx logs every request's full URL at INFO, query string included, where a query credential would sit.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.INFO)
 
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 
@@ -236,6 +242,9 @@ class Outbound:
         # httpx's defaults would add `Accept: */*` and its own User-Agent; requests carry exactly their own.
         del client.headers["accept"]
         del client.headers["user-agent"]
+        # One layer of gzip at most, which `_Decoder` expands in bounded steps (httpx would expand any stack
+        # of encodings a chunk at a time, past every size cap).
+        client.headers["accept-encoding"] = "gzip"
         self._client = await client.__aenter__()
         return self
 
@@ -437,16 +446,55 @@ class Outbound:
         return b"".join(chunks), StreamStats(truncated=truncated, byte_count=size, duration_ms=int(elapsed * 1000))
 
 
+# Decompressed output per step: a bomb costs at most this past the cap that stops it.
+DECODE_STEP_BYTES = 64 * 1024
+
+
+class _Decoder:
+    """The body as the upstream meant it, decompressed in bounded steps: identity, or one layer of gzip or
+    deflate. Anything else (brotli, stacked encodings) is refused rather than passed on as garbage."""
+
+    def __init__(self, content_encoding: str) -> None:
+        encodings = [part.strip().lower() for part in content_encoding.split(",") if part.strip()]
+        encodings = [encoding for encoding in encodings if encoding != "identity"]
+        if not encodings:
+            self._inflate = None
+        elif encodings in (["gzip"], ["x-gzip"]):
+            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encodings == ["deflate"]:
+            self._inflate = zlib.decompressobj()
+        else:
+            raise OutboundFailure(
+                UNREACHABLE, f"Upstream answered with an unsupported content encoding: {content_encoding[:40]}"
+            )
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._inflate is None:
+            yield data
+            return
+        try:
+            while data:
+                out = self._inflate.decompress(data, DECODE_STEP_BYTES)
+                data = self._inflate.unconsumed_tail
+                if out:
+                    yield out
+        except zlib.error:
+            raise OutboundFailure(UNREACHABLE, "Upstream's compressed answer does not decompress.") from None
+
+
 async def _read_until(response: httpx.Response, seconds: float, take: Callable[[bytes], bool]) -> tuple[bool, bool]:
     """Feed body chunks to `take` until it answers False, the body ends, or `seconds` pass: (stopped, timed
     out). It stops by cancelling its scope, never by leaving the loop, so the chain of httpx and httpcore
     async generators underneath ends by exception (closing the connection) instead of being abandoned."""
+    decoder = _Decoder(response.headers.get("content-encoding", ""))
     stopped = False
     with trio.move_on_after(seconds) as scope:
-        async for chunk in response.aiter_bytes():
+        async for raw in response.aiter_raw():
             if stopped:
                 continue  # already cancelled: the next read raises
-            if not take(chunk):
-                stopped = True
-                scope.cancel()
+            for chunk in decoder.feed(raw):
+                if not take(chunk):
+                    stopped = True
+                    scope.cancel()
+                    break
     return stopped, scope.cancelled_caught and not stopped

@@ -1,6 +1,8 @@
 """`Outbound` against real loopback upstreams: what reaches them, deadlines, caps, redirects, the SSRF guard."""
 
+import gzip
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -92,6 +94,51 @@ async def test_a_body_over_the_cap_is_refused(nursery: trio.Nursery, declared: b
         assert "4096 bytes" in failure.message
         exact = await outbound.fetch(f"{upstream.origin}/big", max_bytes=10_000)
     assert len(exact) >= 5000
+
+
+def gzipped(data: bytes, layers: int = 1) -> bytes:
+    for _ in range(layers):
+        data = gzip.compress(data)
+    return data
+
+
+async def test_a_gzip_body_is_decoded_and_a_gzip_bomb_stops_at_the_cap(nursery: trio.Nursery) -> None:
+    bomb = gzipped(b"\0" * (64 * 1024 * 1024))  # 64 MiB of zeros in about 64 KiB
+
+    async def answer(received: Received, reply: Reply) -> None:
+        assert received.header("accept-encoding") == "gzip"
+        body = gzipped(b'{"small": true}') if received.target == "/small" else bomb
+        await reply.send(200, [("content-type", "application/json"), ("content-encoding", "gzip")], body)
+
+    upstream = await start_upstream(nursery, answer)
+    async with Outbound(OutboundSettings(allow_local_network=True, max_response_bytes=1024 * 1024)) as outbound:
+        small = await outbound.send(get(f"{upstream.origin}/small"))
+        assert json.loads(small.body) == {"small": True}
+        failure = await failure_of(outbound, get(f"{upstream.origin}/bomb"))
+    assert failure.code == "upstream_response_too_large"
+
+
+async def test_stacked_encodings_are_refused_not_expanded(nursery: trio.Nursery) -> None:
+    async def answer(received: Received, reply: Reply) -> None:
+        body = gzipped(b"\0" * (1024 * 1024), layers=2)
+        await reply.send(200, [("content-type", "text/plain"), ("content-encoding", "gzip, gzip")], body)
+
+    upstream = await start_upstream(nursery, answer)
+    async with Outbound(LOCAL) as outbound:
+        failure = await failure_of(outbound, get(f"{upstream.origin}/stacked"))
+    assert failure.message == "Upstream answered with an unsupported content encoding: gzip, gzip"
+
+
+async def test_a_query_credential_never_reaches_the_log(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    upstream = await start_upstream(nursery)
+    async with Outbound(LOCAL) as outbound:
+        await outbound.send(
+            get(f"{upstream.origin}/users?api_key=SUPERSECRET", credential_query=frozenset({"api_key"}))
+        )
+    assert "SUPERSECRET" not in caplog.text
 
 
 async def test_an_ndjson_stream_is_cut_at_the_byte_cap(nursery: trio.Nursery) -> None:

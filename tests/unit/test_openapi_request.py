@@ -521,14 +521,34 @@ def test_base_url_wins_and_servers_resolve_otherwise() -> None:
     )
 
 
-def test_a_free_server_variable_cannot_escape_its_url_component() -> None:
+@pytest.mark.parametrize(
+    ("template", "variable", "value"),
+    [
+        ("https://{tenant}.example.com", "tenant", "evil.com/#"),
+        ("https://api.example.com{basePath}", "basePath", ".evil.com"),
+        ("https://{host}/v1", "host", "evil.com"),
+        ("{scheme}://api.example.com", "scheme", "http"),
+        ("https://api.example.com:{port}", "port", "8443"),
+    ],
+)
+def test_a_free_server_variable_cannot_move_the_origin(template: str, variable: str, value: str) -> None:
+    default = "https" if variable == "scheme" else "443" if variable == "port" else "v"
+    binding = Binding(
+        method="get", path_template="/p", servers=(Server(template, (ServerVariable(variable, default),)),)
+    )
+    arguments = {"server": {"variables": {variable: value}}}
+    with pytest.raises(ArgumentsRefused, match="not the scheme, host or port"):
+        check_arguments(binding, arguments)
+
+
+def test_a_free_server_variable_may_change_the_path() -> None:
     binding = Binding(
         method="get",
         path_template="/p",
-        servers=(Server("https://{tenant}.example.com", (ServerVariable("tenant", "acme"),)),),
+        servers=(Server("https://api.example.com/{version}", (ServerVariable("version", "v1"),)),),
     )
-    url = build(binding, {"server": {"variables": {"tenant": "evil.com/#"}}}, base_url=None).url
-    assert url == "https://evil.com%2F%23.example.com/p"
+    url = build(binding, {"server": {"variables": {"version": "v2/../x"}}}, base_url=None).url
+    assert url == "https://api.example.com/v2%2F..%2Fx/p"
     enum = Binding(
         method="get",
         path_template="/p",

@@ -10,6 +10,7 @@ import binascii
 import json
 import re
 import secrets
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -519,8 +520,9 @@ def check_arguments(binding: Binding, args: Any) -> None:
 def _server_host(servers: tuple[Server, ...], server_arg: Any) -> str:
     """The chosen server's URL with its variables filled: from the call (non-empty values), else defaults.
 
-    A variable that declares an `enum` takes only those values, and every value is percent-encoded, so a
-    call cannot move the request (and the credential on it) outside the URL the spec wrote.
+    A variable that declares an `enum` takes only those values. A free variable may change the path, never
+    the origin: `https://api.example.com{basePath}` with `.evil.com`, or `{scheme}://...` with `http`, would
+    otherwise carry the connection's credential to another host or in clear text, so such a call is refused.
     """
     if not servers:
         return ""
@@ -532,14 +534,28 @@ def _server_host(servers: tuple[Server, ...], server_arg: Any) -> str:
         for name, value in (given.items() if isinstance(given, dict) else ())
         if value is not None and value != ""
     }
-    url = chosen.url
+    url = listed = chosen.url  # `listed`: the URL with only the spec's own values (defaults and enums)
     for variable in chosen.variables:
         value = overrides.get(variable.name, variable.default)
         if variable.enum is not None and value not in variable.enum:
             raise ArgumentsRefused(f'Server variable "{variable.name}" must be one of: {", ".join(variable.enum)}')
         rendered = value if value == variable.default else encode_component(value)
         url = url.replace(f"{{{variable.name}}}", rendered)
+        listed = listed.replace(f"{{{variable.name}}}", value if variable.enum is not None else variable.default)
+    if _origin(url) != _origin(listed):
+        raise ArgumentsRefused(
+            "Server variables may change the path, not the scheme, host or port, unless the spec lists their values"
+        )
     return url
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
 
 
 def resolve_host(binding: Binding, args: Mapping[str, Any], base_url: str | None) -> str:
