@@ -63,4 +63,4 @@ def connection_identifier(name: str) -> str:
 
 
 def valid_slug(slug: object) -> bool:
-    return isinstance(slug, str) and SLUG.match(slug) is not None
+    return isinstance(slug, str) and SLUG.fullmatch(slug) is not None

@@ -20,7 +20,8 @@ class Invocation:
     connection: ConnectionRecord
     tool: ToolDef
     args: Any
-    credentials: Mapping[str, str | None]  # the template's inputs; None when the provider holds no value
+    # The template's inputs (None when the provider holds no value); secret values, so never in a repr.
+    credentials: Mapping[str, str | None] = attrs.field(repr=False)
 
 
 class Kind(Protocol):

@@ -80,6 +80,7 @@ DETECT_TIMEOUT = 20.0
 COMPILED_CACHE = 16
 VIEW_CACHE = 256
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 
 
 @attrs.frozen
@@ -218,8 +219,8 @@ class Integrations:
             if source is None:
                 log.error("integration %s/%s has no stored source %s", integration.org_id, integration.slug, digest)
                 return None
-            spec = await self._compile(source)
-            await self._control.put_compiled(digest, encode_compiled(spec))
+            spec, encoded = await self._compile_for_storage(source)
+            await self._control.put_compiled(digest, encoded)
             catalog = spec.catalog
         self._remember(digest, catalog)
         return catalog
@@ -233,9 +234,20 @@ class Integrations:
         async with self._compiling:
             return await trio.to_thread.run_sync(lambda: compile_spec(source, max_bytes=self._max_source_bytes))
 
+    async def _compile_for_storage(self, source: bytes) -> tuple[CompiledSpec, bytes]:
+        """Compiled and encoded in one thread hop: encoding GitHub's catalog alone takes half a second."""
+
+        def work() -> tuple[CompiledSpec, bytes]:
+            spec = compile_spec(source, max_bytes=self._max_source_bytes)
+            return spec, encode_compiled(spec)
+
+        async with self._compiling:
+            return await trio.to_thread.run_sync(work)
+
     # -- OpenAPI integrations ------------------------------------------------------------------------
 
     async def preview_openapi(self, principal: Principal, body: Any) -> JsonObject:
+        _org(principal)  # compiling is shared work: only members of an organization ask for it
         values = _object(body)
         _known(values, {"spec", "specFormat"})
         source, _ = await self._source(values.get("spec"))
@@ -281,7 +293,7 @@ class Integrations:
         if slug is not None and not valid_slug(slug):
             raise InvalidInput(f"Invalid slug {slug!r}: use 1 to 64 letters, digits, '_' or '-'")
         source, url = await self._source(values.get("spec"))
-        spec = await self._compile(source)
+        spec, encoded = await self._compile_for_storage(source)
         slug = slug or default_slug(name or spec.title or "api")
         if slug == BUILT_IN_SLUG:
             raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
@@ -303,7 +315,7 @@ class Integrations:
             updated_at=now,
             can_refresh=url is not None,
         )
-        if not await self._control.add_integration(record, source, encode_compiled(spec)):
+        if not await self._control.add_integration(record, source, encoded):
             raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
         self._remember(record.source_hash, spec.catalog)
         return record, len(spec.catalog.tools)
@@ -325,7 +337,7 @@ class Integrations:
                 "This integration's spec was pasted inline and has no source URL to re-fetch. "
                 "Provide the updated spec content."
             )
-        spec = await self._compile(source)
+        spec, encoded = await self._compile_for_storage(source)
         config = dict(record.config)
         if url is not None:
             config["specUrl"] = url
@@ -336,7 +348,7 @@ class Integrations:
             updated_at=self._clock(),
             can_refresh=bool(config.get("specUrl")),
         )
-        await self._control.replace_integration(updated, source, encode_compiled(spec))
+        await self._control.replace_integration(updated, source, encoded)
         self._remember(updated.source_hash, spec.catalog)
         old = {tool.name for tool in before.tools} if before is not None else set()
         new = {tool.name for tool in spec.catalog.tools}
@@ -423,10 +435,11 @@ class Integrations:
         except OutboundFailure as failure:
             raise SourceUnavailable(failure.message) from None
 
-    async def detect(self, url: Any) -> list[JsonObject]:
+    async def detect(self, principal: Principal, url: Any) -> list[JsonObject]:
         """What kind of integration `url` serves: `[{kind: "openapi", confidence: "high", endpoint, name,
         slug}]` when it answers an OpenAPI 3.x document, else `[]`. An unreachable, blocked or failing URL is
         "nothing detected" too (upstream's plugins answer no candidate); only a malformed URL is an error."""
+        _org(principal)
         endpoint = _url(url, "url")
         try:
             source = await self._outbound.fetch(endpoint, max_bytes=self._max_source_bytes, timeout=DETECT_TIMEOUT)
@@ -699,6 +712,10 @@ def _secret(raw: Any, field: str) -> str:
         raise InvalidConnectionInput(f"{field} must be a non-empty string")
     if len(raw) > MAX_SECRET_VALUE_LENGTH:
         raise InvalidConnectionInput(f"{field} must be at most {MAX_SECRET_VALUE_LENGTH} characters")
+    if not _PRINTABLE_ASCII.fullmatch(raw):
+        # It goes into a header or a query string: a line break would split the request, and a byte no
+        # header can carry would fail every call instead of this one request.
+        raise InvalidConnectionInput(f"{field} must be printable ASCII, as API keys and tokens are")
     return raw
 
 
@@ -764,7 +781,7 @@ def _optional_text(values: JsonObject, field: str, limit: int) -> str | None:
 
 
 def _url(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not re.match(r"https?://[^\s]+$", value) or len(value) > MAX_URL_LENGTH:
+    if not isinstance(value, str) or not re.fullmatch(r"https?://\S+", value) or len(value) > MAX_URL_LENGTH:
         raise InvalidInput(f"{field} must be an http(s) URL of at most {MAX_URL_LENGTH} characters")
     return value
 

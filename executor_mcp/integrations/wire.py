@@ -1,10 +1,25 @@
 """The JSON shapes of integrations, connections and tools, shared by the HTTP API, the sandbox's core tools
 and the CLI (upstream §3.1). A connection's JSON never holds a value, only where its values live."""
 
+import urllib.parse
+
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.model import ConnectionRecord, IntegrationRecord
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.service import ToolEntry
+
+
+def display_url(url: str) -> str:
+    """A URL as every member may see it: no user, password, query or fragment, where a token may hide."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return urllib.parse.urlunsplit((parts.scheme, host + port, parts.path, "", ""))
 
 
 def integration_json(record: IntegrationRecord) -> JsonObject:
@@ -19,7 +34,7 @@ def integration_json(record: IntegrationRecord) -> JsonObject:
     }
     display = record.config.get("baseUrl") or record.config.get("specUrl")
     if display:
-        body["displayUrl"] = display
+        body["displayUrl"] = display_url(display)
     return body
 
 

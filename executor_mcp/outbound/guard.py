@@ -15,7 +15,7 @@ ALLOWED_SCHEMES = frozenset({"http", "https"})
 
 # Cloud metadata services hand out instance credentials: refused even when the local network is allowed.
 METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data", "169.254.169.254"})
-METADATA_ADDRESSES = frozenset({ipaddress.IPv4Address("169.254.169.254")})
+METADATA_ADDRESSES = frozenset({ipaddress.IPv4Address("169.254.169.254"), ipaddress.IPv6Address("fd00:ec2::254")})
 
 # Upstream's list, written as networks. `192.0/16` is upstream's (it compares only two octets); it covers the
 # IETF and documentation blocks 192.0.0/24 and 192.0.2/24 and some public space besides.
@@ -34,9 +34,15 @@ BLOCKED_IPV4 = tuple(
         "224.0.0.0/3",  # 224/4 multicast and everything above it
     )
 )
-BLOCKED_IPV6 = tuple(ipaddress.IPv6Network(net) for net in ("::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8"))
+# Upstream's list, plus the IPv4-compatible block (`::a.b.c.d`, deprecated but routable by some stacks), the
+# local-use NAT64 prefix and the deprecated site-local block, which all reach what their IPv4 or local twins do.
+BLOCKED_IPV6 = tuple(
+    ipaddress.IPv6Network(net)
+    for net in ("::/96", "::1/128", "fe80::/10", "fec0::/10", "fc00::/7", "ff00::/8", "64:ff9b:1::/48")
+)
 IPV4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
 
 
@@ -77,7 +83,7 @@ def parse_address(host: str) -> Address | None:
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 host an IPv6 address reaches through a translation scheme, if any."""
-    if address in IPV4_MAPPED or address in NAT64:
+    if address in IPV4_MAPPED or address in NAT64 or address in IPV4_COMPATIBLE:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     if address in SIX_TO_FOUR:
         return ipaddress.IPv4Address((int(address) >> 80) & 0xFFFFFFFF)
@@ -85,10 +91,12 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
 
 
 def _is_metadata(address: Address) -> bool:
+    if address in METADATA_ADDRESSES:
+        return True
     if isinstance(address, ipaddress.IPv6Address):
         inner = embedded_ipv4(address)
         return inner is not None and inner in METADATA_ADDRESSES
-    return address in METADATA_ADDRESSES
+    return False
 
 
 def _is_local(address: Address) -> bool:

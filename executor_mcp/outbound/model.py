@@ -20,12 +20,13 @@ HTTP_ERROR = "upstream_http_error"
 @attrs.frozen
 class OutboundRequest:
     """One HTTP request, fully built. `credential_headers`/`credential_query` name (lowercased) what carries
-    a credential, so a redirect to another origin can drop exactly those."""
+    a credential, so a redirect to another origin can drop exactly those. The URL, headers and body stay out
+    of its repr: credentials ride in them."""
 
     method: str  # upper case
-    url: str
-    headers: tuple[tuple[str, str], ...] = ()
-    body: bytes | None = None
+    url: str = attrs.field(repr=False)
+    headers: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=False)
+    body: bytes | None = attrs.field(default=None, repr=False)
     credential_headers: frozenset[str] = frozenset()
     credential_query: frozenset[str] = frozenset()
 

@@ -135,7 +135,7 @@ def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[Sta
         return {"url": connect_url(handoffs.base_url(), token, terms), "instructions": INSTRUCTIONS}
 
     async def detect(args: Any, context: CallContext) -> JsonObject:
-        return {"results": await integrations.detect(_values(args).get("url"))}
+        return {"results": await integrations.detect(context.principal, _values(args).get("url"))}
 
     return (
         StaticTool(

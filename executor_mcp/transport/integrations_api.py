@@ -40,7 +40,7 @@ from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
 from executor_mcp.integrations.model import OPENAPI, AuthMethod
 from executor_mcp.integrations.service import BUILT_IN_SLUG, Integrations, ToolEntry, View
-from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, integration_json, tool_row
+from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row
 from executor_mcp.policies.model import Action, decide
 from executor_mcp.policies.service import Policies, to_rule
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
@@ -205,7 +205,7 @@ class IntegrationsApi:
         return {"removed": True}
 
     async def _detect(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
-        return await self._integrations.detect(body.get("url"))
+        return await self._integrations.detect(principal, body.get("url"))
 
     # -- connections ---------------------------------------------------------------------------------
 
@@ -325,6 +325,8 @@ class IntegrationsApi:
         config = {
             key: record.config[key] for key in ("specUrl", "baseUrl", "headers", "queryParams") if key in record.config
         }
+        if "specUrl" in config and not principal.org_admin:
+            config["specUrl"] = display_url(config["specUrl"])
         return {**config, "authenticationTemplate": [method_json(method) for method in record.auth_methods]}
 
     async def _configure(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:

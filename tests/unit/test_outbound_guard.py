@@ -41,6 +41,9 @@ from executor_mcp.outbound.model import format_seconds
         "::ffff:10.0.0.1",
         "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
         "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+        "::7f00:1",  # IPv4-compatible 127.0.0.1
+        "64:ff9b:1::a00:1",  # local-use NAT64
+        "fec0::1",  # site-local
     ],
 )
 def test_local_and_private_addresses_are_refused(address: str) -> None:
@@ -72,7 +75,9 @@ def test_public_addresses_pass(address: str) -> None:
     assert guard.check_address(ipaddress.ip_address(address), allow_local_network=False) is None
 
 
-@pytest.mark.parametrize("address", ["169.254.169.254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"])
+@pytest.mark.parametrize(
+    "address", ["169.254.169.254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "::a9fe:a9fe", "fd00:ec2::254"]
+)
 def test_metadata_addresses_are_refused_even_with_the_local_network_allowed(address: str) -> None:
     blocked = guard.check_address(ipaddress.ip_address(address), allow_local_network=True)
     assert blocked is not None

@@ -233,7 +233,7 @@ def _method(item: Any, position: int) -> AuthMethod:
     slug = item.get("slug", "")
     if slug is None:
         slug = ""
-    if not isinstance(slug, str) or (slug and not _SLUG.match(slug)):
+    if not isinstance(slug, str) or (slug and not _SLUG.fullmatch(slug)):
         raise InvalidInput(f"{where}.slug must match ^[A-Za-z0-9_-]{{1,64}}$")
     label = item.get("label")
     if label is not None and (not isinstance(label, str) or len(label) > MAX_NAME_LENGTH):
@@ -282,7 +282,7 @@ def _placement_of(raw: Any, where: str) -> Placement:
         if value is not None and (not isinstance(value, str) or len(value) > MAX_VALUE_LENGTH):
             raise InvalidInput(f"{where}.placements[].{key} must be a string of at most {MAX_VALUE_LENGTH} characters")
         fields[key] = value
-    if fields["variable"] is not None and not _SLUG.match(fields["variable"]):
+    if fields["variable"] is not None and not _SLUG.fullmatch(fields["variable"]):
         raise InvalidInput(f"{where}.placements[].variable must match ^[A-Za-z0-9_-]{{1,64}}$")
     return Placement(
         carrier,
@@ -317,7 +317,7 @@ def _authored(carrier: str, name: str, value: Any, where: str) -> Placement:
     if not (isinstance(last, dict) and last.get("type") == "variable" and isinstance(last.get("name"), str)):
         raise InvalidInput(ONE_VARIABLE)
     variable = last["name"]
-    if not _SLUG.match(variable) or len(prefix) > MAX_VALUE_LENGTH:
+    if not _SLUG.fullmatch(variable) or len(prefix) > MAX_VALUE_LENGTH:
         raise InvalidInput(f"{where}: a variable name must match ^[A-Za-z0-9_-]{{1,64}}$")
     return Placement(carrier, name, prefix, variable=None if variable == TOKEN else variable)
 

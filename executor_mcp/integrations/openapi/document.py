@@ -130,6 +130,8 @@ def _load(text: str) -> tuple[Any, set[str]]:
         raise _too_deep() from None
     except yaml.YAMLError as exc:
         raise SpecRefused(f"OpenAPI document is not valid JSON or YAML: {_yaml_reason(exc)}") from None
+    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
+        raise SpecRefused(f"OpenAPI document holds a value that cannot be read: {str(exc)[:120]}") from None
     walk = _Walk(convert=True)
     return walk.value(loaded, 1), walk.refs
 
