@@ -58,7 +58,7 @@ from executor_mcp.integrations.openapi.compile import (
 )
 from executor_mcp.outbound.client import Outbound, OutboundFailure
 from executor_mcp.secrets.cipher import SecretUnreadable
-from executor_mcp.secrets.providers import SecretItem, SecretPartition, SecretProviders, pasted_item_id
+from executor_mcp.secrets.providers import ENV, FILE, SecretItem, SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner as Principal
 
@@ -68,6 +68,9 @@ BUILT_IN_SLUG = "executor"
 # What one organization may hold: far above any real catalog, far below what fills a disk.
 MAX_INTEGRATIONS_PER_ORG = 256
 MAX_CONNECTIONS_PER_ACCOUNT = 1024
+MAX_CONNECTIONS_PER_INTEGRATION = 32
+# Tools at an owner's connections (the org's, or one account's): a caller's catalog holds at most twice this.
+MAX_TOOLS_PER_OWNER = 50_000
 MAX_NAME_LENGTH = 200
 MAX_DESCRIPTION_LENGTH = 4000
 MAX_STATIC_ENTRIES = 64
@@ -78,8 +81,10 @@ MAX_SECRET_VALUE_LENGTH = 16 * 1024
 DETECT_TIMEOUT = 20.0
 # Compiled catalogs and per-caller views kept decoded in memory; the rest are re-read from LMDB.
 COMPILED_CACHE = 16
-VIEW_CACHE = 256
+VIEW_CACHE = 64
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")
+# Secrets the operator put beside the server (environment variables, files): not any one member's to bind.
+OPERATOR_PROVIDERS = frozenset({ENV, FILE})
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 
 
@@ -120,6 +125,28 @@ class View:
 
 
 EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={})
+
+
+def _build_view(
+    revision: int,
+    integrations: tuple[IntegrationRecord, ...],
+    reached: list[tuple[IntegrationRecord, ConnectionRecord, CompiledCatalog]],
+) -> View:
+    entries = sorted(
+        (
+            ToolEntry(integration, connection, tool)
+            for integration, connection, compiled in reached
+            for tool in compiled.tools
+        ),
+        key=lambda entry: entry.tool_id,
+    )
+    return View(
+        revision=revision,
+        integrations=integrations,
+        entries=tuple(entries),
+        by_id={entry.tool_id: entry for entry in entries},
+        defs={integration.source_hash: compiled.defs for integration, _, compiled in reached},
+    )
 
 
 def default_slug(name: str) -> str:
@@ -175,25 +202,14 @@ class Integrations:
         integrations = await self._control.integrations(org)
         connections = await self._control.connections(org, principal.account_id)
         by_slug = {record.slug: record for record in integrations}
-        entries: list[ToolEntry] = []
-        defs: dict[str, JsonObject] = {}
+        reached: list[tuple[IntegrationRecord, ConnectionRecord, CompiledCatalog]] = []
         for connection in connections:
             integration = by_slug.get(connection.integration)
-            if integration is None:
-                continue
-            compiled = await self._catalog(integration)
-            if compiled is None:
-                continue
-            defs[integration.source_hash] = compiled.defs
-            entries.extend(ToolEntry(integration, connection, tool) for tool in compiled.tools)
-        entries.sort(key=lambda entry: entry.tool_id)
-        view = View(
-            revision=revision,
-            integrations=tuple(integrations),
-            entries=tuple(entries),
-            by_id={entry.tool_id: entry for entry in entries},
-            defs=defs,
-        )
+            compiled = None if integration is None else await self._catalog(integration)
+            if integration is not None and compiled is not None:
+                reached.append((integration, connection, compiled))
+        # Tens of thousands of entries to make and sort: a worker thread's work, not the event loop's.
+        view = await trio.to_thread.run_sync(_build_view, revision, tuple(integrations), reached)
         self._views[key] = view
         while len(self._views) > VIEW_CACHE:
             self._views.popitem(last=False)
@@ -480,9 +496,7 @@ class Integrations:
         org, account = integration.org_id, _account(owner, principal)
         existing = await self._control.get_connection(org, owner, account, integration.slug, name)
         if existing is None:
-            mine = await self._control.connections(org, principal.account_id, owner=owner)
-            if len(mine) >= MAX_CONNECTIONS_PER_ACCOUNT:
-                raise InvalidConnectionInput(f"At most {MAX_CONNECTIONS_PER_ACCOUNT} connections per owner")
+            await self._check_room(principal, owner, integration)
         provider: str | None = None
         item_ids: dict[str, str] = {}
         if inputs.pasted:
@@ -494,6 +508,8 @@ class Integrations:
                 raise InvalidConnectionInput("A connection's inputs must all come from one provider")
             provider = providers.pop()
             self._secrets.provider(provider)
+            if provider in OPERATOR_PROVIDERS and not principal.org_admin:
+                raise NotAdmin(f'Only an organization admin can use the server\'s "{provider}" secrets')
             item_ids = {variable: item for variable, (_, item) in inputs.references.items()}
         now = self._clock()
         record = ConnectionRecord(
@@ -519,6 +535,28 @@ class Integrations:
         if existing is not None:
             await self._secrets.forget(existing, replaced_by=record)
         return record
+
+    async def _check_room(self, principal: Principal, owner: str, integration: IntegrationRecord) -> None:
+        """One more connection keeps its owner within bounds: every caller's catalog holds the org's tools and
+        its own, so each owner's share is bounded, and no member can make everyone's catalog huge."""
+        mine = await self._control.connections(integration.org_id, principal.account_id, owner=owner)
+        if len(mine) >= MAX_CONNECTIONS_PER_ACCOUNT:
+            raise InvalidConnectionInput(f"At most {MAX_CONNECTIONS_PER_ACCOUNT} connections per owner")
+        if (
+            sum(1 for connection in mine if connection.integration == integration.slug)
+            >= MAX_CONNECTIONS_PER_INTEGRATION
+        ):
+            raise InvalidConnectionInput(
+                f"At most {MAX_CONNECTIONS_PER_INTEGRATION} connections per owner to one integration"
+            )
+        view = await self.view(principal)
+        owned = sum(1 for entry in view.entries if entry.connection.owner == owner)
+        compiled = await self._catalog(integration)
+        adding = len(compiled.tools) if compiled is not None else 0
+        if owned + adding > MAX_TOOLS_PER_OWNER:
+            raise InvalidConnectionInput(
+                f"At most {MAX_TOOLS_PER_OWNER} tools per owner: this connection would add {adding} to {owned}"
+            )
 
     async def connection(self, principal: Principal, owner: str, integration: str, name: str) -> ConnectionRecord:
         org = principal.org_id
@@ -572,8 +610,11 @@ class Integrations:
 
     async def provider_items(self, principal: Principal, key: str) -> list[SecretItem]:
         """The items of provider `key` the caller may reference: the org's and the caller's own, as ids and
-        names (a value never leaves its provider)."""
+        names (a value never leaves its provider). The operator's `env` and `file` secrets are listed to org
+        admins only, who alone may reference them."""
         org = _org(principal)
+        if key in OPERATOR_PROVIDERS:
+            _admin(principal)
         partitions = [SecretPartition(org, "")]
         if principal.account_id:
             partitions.append(SecretPartition(org, principal.account_id))

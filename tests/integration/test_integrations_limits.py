@@ -1,0 +1,82 @@
+"""What one member may not do to everyone: bind the operator's env secrets, or grow the org's catalog
+without bound. Against a real server with bearers and an org-admin claim."""
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from executor_mcp.integrations.service import MAX_CONNECTIONS_PER_INTEGRATION
+from tests.auth_support import SECRET as HS256_KEY
+from tests.auth_support import bearer, mint
+from tests.conftest import ServerUnderTest, start_server
+
+SPEC = {
+    "openapi": "3.0.3",
+    "info": {"title": "Tiny", "version": "1"},
+    "servers": [{"url": "https://tiny.example"}],
+    "paths": {"/ping": {"get": {"operationId": "ping", "tags": ["ping"], "responses": {"200": {"description": "ok"}}}}},
+}
+
+
+@pytest.fixture
+async def executor(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> ServerUnderTest:
+    key = tmp_path / "hs256.key"
+    key.write_bytes(HS256_KEY)
+    return await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key, org_admin_claim=("role", "admin"))
+
+
+ADMIN = bearer(mint("ops", "acme", role="admin"))
+MEMBER = bearer(mint("bob", "acme"))
+
+
+async def add_tiny(http: httpx.AsyncClient, executor: ServerUnderTest) -> None:
+    added = await http.post(
+        executor.running.url + "/api/openapi/specs",
+        json={"spec": {"kind": "blob", "value": json.dumps(SPEC)}, "slug": "tiny"},
+        headers=ADMIN,
+    )
+    assert added.status_code == 200, added.text
+
+
+async def test_only_an_org_admin_binds_or_lists_the_servers_env_secrets(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    await add_tiny(http, executor)
+    reference = {"provider": "env", "id": "EXECUTOR_MCP_SECRET_TINY"}
+    request = {"owner": "user", "name": "mine", "integration": "tiny", "template": "apikey-0", "from": reference}
+    refused = await http.post(executor.running.url + "/api/connections", json=request, headers=MEMBER)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["_tag"] == "ForbiddenError"
+    listed = await http.get(executor.running.url + "/api/providers/env/items", headers=MEMBER)
+    assert listed.status_code == 403
+    allowed = await http.post(
+        executor.running.url + "/api/connections", json={**request, "owner": "org"}, headers=ADMIN
+    )
+    assert allowed.status_code == 200, allowed.text
+
+
+async def test_one_owner_holds_a_bounded_number_of_connections_to_one_integration(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    await add_tiny(http, executor)
+    for index in range(MAX_CONNECTIONS_PER_INTEGRATION + 1):
+        created = await http.post(
+            executor.running.url + "/api/connections",
+            json={"owner": "user", "name": f"c{index}", "integration": "tiny", "template": "none"},
+            headers=MEMBER,
+        )
+        if index < MAX_CONNECTIONS_PER_INTEGRATION:
+            assert created.status_code == 200, created.text
+    assert created.status_code == 400
+    assert created.json()["message"] == (
+        f"At most {MAX_CONNECTIONS_PER_INTEGRATION} connections per owner to one integration"
+    )
+    again = await http.post(
+        executor.running.url + "/api/connections",
+        json={"owner": "user", "name": "c0", "integration": "tiny", "template": "none", "description": "replaced"},
+        headers=MEMBER,
+    )
+    assert again.status_code == 200, again.text  # replacing one is not one more
