@@ -110,6 +110,7 @@ async def test_an_agent_imports_searches_describes_and_counts_githubs_tools(
         )
     value = result.structured_content["result"]
     assert "github.org.main.issues.create" in value["top"]
-    assert value["described"]["inputTypeScript"].startswith("{ owner: string; repo: string; body: { title: string | number;")
+    described_input = value["described"]["inputTypeScript"]
+    assert described_input.startswith("{ owner: string; repo: string; body: { title: string | number;")
     assert "ToolHttpMeta" in value["described"]["outputTypeScript"]
     assert value["listed"]["items"][0]["toolCount"] == 1223 == value["total"]
