@@ -169,6 +169,9 @@ class _Field:
                 if value_id == len(self.normalized):
                     self.normalized.append(text)
             self.of_entry.append(value_id)
+        # No two entries share a value (paths, or any field of a catalog that does not repeat itself): the
+        # values of distinct entries are then distinct, with no set to find them.
+        self.distinct = len(self.normalized) == len(self.of_entry)
         self.padded = [_padded(text) for text in self.normalized]
         self.ordered = _SortedValues(self.normalized)
         # Each token's values: the values holding a word itself, without a pass over the candidates.
@@ -184,26 +187,29 @@ class _Field:
             return []
         padded = self.padded
         texts = list(map(padded.__getitem__, value_ids))
-        candidates = set(value_ids)
+        candidates: set[int] | None = None  # built once some token's postings are the shorter list
+
+        def holding(token: str, among: list[int]) -> list[int]:
+            """Which of `among` hold `token` itself: a pass over them, or the token's postings when shorter
+            (the candidates holding the token are then all among `among`, as they are where it is asked)."""
+            nonlocal candidates
+            holders = self.holding.get(token, ())
+            if len(holders) >= len(among):
+                return _having(among, map(padded.__getitem__, among), f" {token} ")
+            candidates = set(value_ids) if candidates is None else candidates
+            return [value_id for value_id in holders if value_id in candidates]
+
         reaches = []
         for word in words:
             inside = _having(value_ids, texts, word.token)
             related = _having(inside, map(padded.__getitem__, inside), word.start)
             if word.shorter:
                 for prefix in word.shorter:
-                    related.extend(self._holding(prefix, value_ids, candidates))
+                    related.extend(holding(prefix, value_ids))
                 related = list(set(related))
                 inside = list(set(inside).union(related))
-            reaches.append(_Reach(inside, related, self._holding(word.token, related, candidates)))
+            reaches.append(_Reach(inside, related, holding(word.token, related)))
         return reaches
-
-    def _holding(self, token: str, among: list[int], candidates: set[int]) -> list[int]:
-        """Which of `among` hold `token` itself: a pass over them, or the token's postings when shorter (the
-        candidates holding the token are then all among `among`, as they are where `reach` asks)."""
-        holders = self.holding.get(token, ())
-        if len(holders) >= len(among):
-            return _having(among, map(self.padded.__getitem__, among), f" {token} ")
-        return [value_id for value_id in holders if value_id in candidates]
 
     def phrase(self, query: str, words: list[_Word], value_ids: list[int], reaches: list[_Reach] | None) -> _Phrase:
         """Which of `value_ids` hold the phrase; those starting with it come from the sorted values. A one-word
@@ -248,10 +254,11 @@ def _tally(awards: Iterable[tuple[int, _Reach]], phrase: _Phrase | None) -> dict
     return units
 
 
-def _values(of: list[int], ids: list[int]) -> tuple[list[int], list[int]]:
-    """The value of each of `ids` (in their order) in the mapping `of`, and the distinct values among them."""
+def _values(of: list[int], ids: list[int], distinct: bool = False) -> tuple[list[int], list[int]]:
+    """The value of each of `ids` (in their order) in the mapping `of`, and the distinct values among them
+    (the same list when `of` maps no two ids to one value)."""
     values = list(map(of.__getitem__, ids))
-    return values, list(set(values))
+    return values, values if distinct else list(set(values))
 
 
 def _plus(totals: list[int], units: dict[int, int], weight: int, of_entries: list[int]) -> list[int]:
@@ -303,6 +310,8 @@ class SearchIndex:
         fields = (self._integration.of_entry, self._name.of_entry, self._description.of_entry, self._tail_of)
         profiles: dict[tuple[int, int, int, int], int] = {}
         self._profile_of = [profiles.setdefault(profile, len(profiles)) for profile in zip(*fields, strict=True)]
+        # A catalog that does not repeat itself has one profile per entry: its searches skip the indirection.
+        self._shared_profiles = len(profiles) < len(self._profile_of)
         self._profile_values = [list(values) for values in zip(*profiles, strict=True)] or [[], [], [], []]
         path_tokens = [text.split() for text in self._path.padded]
         name_tokens = [text.split() for text in self._name.padded]
@@ -417,7 +426,7 @@ class SearchIndex:
         # whole paths; the phrase is always the whole path's.
         head_ids = list({*map(self._head.of_entry.__getitem__, ids)})
         on_heads = [bool(reach.inside) for reach in self._head.reach(words, head_ids)]
-        of_entries, profile_ids = _values(self._profile_of, ids)
+        of_entries, profile_ids = _values(self._profile_of, ids) if self._shared_profiles else (ids, ids)
         integrations, names, descriptions, tails = self._profile_values
         profile_totals = [0] * len(profile_ids)
         for field, weight, of_profiles in (
@@ -425,7 +434,7 @@ class SearchIndex:
             (self._name, _NAME_WEIGHT, names),
             (self._description, _DESCRIPTION_WEIGHT, descriptions),
         ):
-            of_values, value_ids = _values(of_profiles, profile_ids)
+            of_values, value_ids = _values(of_profiles, profile_ids, field.distinct)
             reaches = field.reach(words, value_ids)
             units = _tally(zip(counts_of, reaches, strict=True), field.phrase(query, words, value_ids, reaches))
             profile_totals = _plus(profile_totals, units, weight, of_values)
@@ -435,12 +444,17 @@ class SearchIndex:
                 ]
                 of_tails = list(map(tails.__getitem__, profile_ids))
                 profile_totals = _plus(profile_totals, _tally(in_tails, None), _PATH_WEIGHT, of_tails)
-        profile_points = dict(zip(profile_ids, profile_totals, strict=True))
-        totals = list(map(add, totals, map(profile_points.__getitem__, of_entries)))
-        of_entries, path_ids = _values(self._path.of_entry, ids)
+        if self._shared_profiles:
+            profile_points = dict(zip(profile_ids, profile_totals, strict=True))
+            profile_totals = list(map(profile_points.__getitem__, of_entries))
+        totals = list(map(add, totals, profile_totals))
+        of_entries, path_ids = _values(self._path.of_entry, ids, self._path.distinct)
         whole = [word for word, on_head in zip(words, on_heads, strict=True) if on_head]
-        awards = zip([word.count for word in whole], self._path.reach(whole, path_ids), strict=True)
-        units = _tally(awards, self._path.phrase(query, words, path_ids, None))
+        path_reaches = self._path.reach(whole, path_ids)
+        awards = zip([word.count for word in whole], path_reaches, strict=True)
+        # Where every word was scored on whole paths, the phrase may take a one-word query's reach as well.
+        phrase = self._path.phrase(query, words, path_ids, path_reaches if len(whole) == len(words) else None)
+        units = _tally(awards, phrase)
         totals = _plus(totals, units, _PATH_WEIGHT, of_entries)
         bonuses = dict.fromkeys(self._leading.get(query_tokens[0], ()), 8)
         for entry_id in self._exact.get(query, ()):
