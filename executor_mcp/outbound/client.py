@@ -253,7 +253,11 @@ class Outbound:
     ) -> None:
         client, self._client = self._client, None
         if client is not None:
-            await client.__aexit__(exc_type, exc, tb)
+            # Shielded: the pool closes its connections one by one, and a cancelled close (the server's
+            # nursery is being cancelled) would leave the rest to the garbage collector. Closing a socket
+            # does not wait on the network, so the shield cannot hold shutdown up.
+            with trio.CancelScope(shield=True):
+                await client.__aexit__(exc_type, exc, tb)
 
     async def send(self, request: OutboundRequest, *, collect_streams: bool = True) -> OutboundResponse:
         """Send `request`, following redirects, and read its answer within the configured deadlines and caps.
