@@ -61,6 +61,7 @@ from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import ENV, FILE, SecretItem, SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner as Principal
+from executor_mcp.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +174,9 @@ class Integrations:
         self._clock = clock
         self._compiled: OrderedDict[str, CompiledCatalog] = OrderedDict()
         self._views: OrderedDict[tuple[str, str], View] = OrderedDict()
-        # Compiling is CPU work in a thread; one at a time, so a flood of specs cannot take every core.
-        self._compiling = trio.CapacityLimiter(1)
+        # Compiling is CPU work in a thread, one at a time so a flood of specs cannot take every core, and each
+        # account waits for its own turn first, so one account's flood of previews delays others by one compile.
+        self._compiling = Turns(trio.CapacityLimiter(1))
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -235,7 +237,7 @@ class Integrations:
             if source is None:
                 log.error("integration %s/%s has no stored source %s", integration.org_id, integration.slug, digest)
                 return None
-            spec, encoded = await self._compile_for_storage(source)
+            spec, encoded = await self._compile_for_storage(None, source)
             await self._control.put_compiled(digest, encoded)
             catalog = spec.catalog
         self._remember(digest, catalog)
@@ -246,18 +248,18 @@ class Integrations:
         while len(self._compiled) > COMPILED_CACHE:
             self._compiled.popitem(last=False)
 
-    async def _compile(self, source: bytes) -> CompiledSpec:
-        async with self._compiling:
+    async def _compile(self, caller: Principal | None, source: bytes) -> CompiledSpec:
+        async with self._compiling.turn(_caller(caller)):
             return await trio.to_thread.run_sync(lambda: compile_spec(source, max_bytes=self._max_source_bytes))
 
-    async def _compile_for_storage(self, source: bytes) -> tuple[CompiledSpec, bytes]:
+    async def _compile_for_storage(self, caller: Principal | None, source: bytes) -> tuple[CompiledSpec, bytes]:
         """Compiled and encoded in one thread hop: encoding GitHub's catalog alone takes half a second."""
 
         def work() -> tuple[CompiledSpec, bytes]:
             spec = compile_spec(source, max_bytes=self._max_source_bytes)
             return spec, encode_compiled(spec)
 
-        async with self._compiling:
+        async with self._compiling.turn(_caller(caller)):
             return await trio.to_thread.run_sync(work)
 
     # -- OpenAPI integrations ------------------------------------------------------------------------
@@ -267,7 +269,7 @@ class Integrations:
         values = _object(body)
         _known(values, {"spec", "specFormat"})
         source, _ = await self._source(values.get("spec"))
-        return preview(await self._compile(source))
+        return preview(await self._compile(principal, source))
 
     def check_may_add(self, principal: Principal, values: JsonObject) -> None:
         """Before an approval is asked for an add: the caller administers the org and named a spec."""
@@ -309,7 +311,7 @@ class Integrations:
         if slug is not None and not valid_slug(slug):
             raise InvalidInput(f"Invalid slug {slug!r}: use 1 to 64 letters, digits, '_' or '-'")
         source, url = await self._source(values.get("spec"))
-        spec, encoded = await self._compile_for_storage(source)
+        spec, encoded = await self._compile_for_storage(principal, source)
         slug = slug or default_slug(name or spec.title or "api")
         if slug == BUILT_IN_SLUG:
             raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
@@ -353,7 +355,7 @@ class Integrations:
                 "This integration's spec was pasted inline and has no source URL to re-fetch. "
                 "Provide the updated spec content."
             )
-        spec, encoded = await self._compile_for_storage(source)
+        spec, encoded = await self._compile_for_storage(principal, source)
         config = dict(record.config)
         if url is not None:
             config["specUrl"] = url
@@ -463,7 +465,7 @@ class Integrations:
             log.info("detect: nothing at the URL (%s)", failure.code)
             return []
         try:
-            async with self._compiling:
+            async with self._compiling.turn(_caller(principal)):
                 document = await trio.to_thread.run_sync(
                     lambda: openapi_document.parse(source, max_bytes=self._max_source_bytes)
                 )
@@ -768,6 +770,11 @@ def _variable(name: Any) -> str:
 
 def _method(methods: Iterable[AuthMethod], template: str) -> AuthMethod | None:
     return next((method for method in methods if method.slug == template), None)
+
+
+def _caller(principal: Principal | None) -> tuple[str, str]:
+    """Whose turn at the compiler: an account in its org, or the server itself rebuilding a catalog."""
+    return (principal.org_id or "", principal.account_id) if principal is not None else ("", "")
 
 
 def _account(owner: str, principal: Principal) -> str:

@@ -9,8 +9,7 @@ the code can inspect, never exceptions.
 
 import math
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -26,6 +25,7 @@ from executor_mcp.tools import search as ranking
 from executor_mcp.tools.context import CallContext, Interaction, approval_message
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
 from executor_mcp.tools.typescript import describe_types
+from executor_mcp.turns import Turns
 
 DEFAULT_LIMIT = 12
 MAX_SUGGESTIONS = 5
@@ -120,7 +120,7 @@ class Catalog:
         # first: a flood of searches queues behind its own author, and another account's search waits for at
         # most the one running and one more of the flood's.
         self._threaded = trio.CapacityLimiter(1)
-        self._turns: dict[Principal, _Turns] = {}
+        self._turns = Turns(self._threaded)
 
     def tool(self, path: str) -> StaticTool | None:
         return self._tools.get(path.removeprefix("tools."))
@@ -368,27 +368,8 @@ class Catalog:
             return (await searchable.index(self._threaded)).search(query, namespace, limit, offset)
         ranking.check_query(query, namespace)  # a refusal needs no thread
         index = await searchable.index(self._threaded)
-        async with self._turn(principal), self._threaded:
+        async with self._turns.turn(principal):
             return await trio.to_thread.run_sync(index.search, query, namespace, limit, offset)
-
-    @asynccontextmanager
-    async def _turn(self, principal: Principal) -> AsyncIterator[None]:
-        """The account's turn at the search thread; its queue exists only while someone waits in it."""
-        turns = self._turns.setdefault(principal, _Turns())
-        turns.waiting += 1
-        try:
-            async with turns.lock:
-                yield
-        finally:
-            turns.waiting -= 1
-            if not turns.waiting:
-                del self._turns[principal]
-
-
-@attrs.define
-class _Turns:
-    lock: trio.Lock = attrs.Factory(trio.Lock)
-    waiting: int = 0
 
 
 class _Searchable:

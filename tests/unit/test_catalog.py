@@ -470,4 +470,4 @@ async def test_a_flood_of_searches_waits_behind_its_own_author(context: CallCont
     # Behind the one running and at most one more of the flood's; in one shared queue it would wait for all 8.
     assert done_when_neighbour_answered is not None
     assert done_when_neighbour_answered <= 2
-    assert not catalog._turns  # a queue lives only while someone waits in it
+    assert not catalog._turns._queues  # a queue lives only while someone waits in it
