@@ -200,7 +200,7 @@ def choose_method(integration: IntegrationRecord, template: object) -> AuthMetho
             raise InvalidConnectionInput(
                 'A no-auth connection (template "none") needs no handoff: create it with connections.create'
             )
-        found = next((candidate for candidate in methods if candidate.slug == template), None)
+        found = integration.auth_method(template)
         if found is None:
             raise InvalidConnectionInput(f"Integration {integration.slug} has no auth template {template[:200]!r}")
         method = found

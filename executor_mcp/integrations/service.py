@@ -15,8 +15,8 @@ import logging
 import re
 import time
 import urllib.parse
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -39,7 +39,6 @@ from executor_mcp.integrations.kinds import Invocation, Kind
 from executor_mcp.integrations.model import (
     NO_AUTH,
     OPENAPI,
-    AuthMethod,
     CompiledCatalog,
     ConnectionRecord,
     IntegrationRecord,
@@ -113,6 +112,7 @@ class View:
     entries: tuple[ToolEntry, ...]  # sorted by tool id
     by_id: Mapping[str, ToolEntry]
     defs: Mapping[str, JsonObject]  # source hash → the `$defs` its tools reference
+    counts: Mapping[str, int]  # integration slug → its tools at every connection here (`integrations.list`)
 
     def tool(self, address: ToolAddress) -> ToolEntry | None:
         return self.by_id.get(address.tool_id)
@@ -122,10 +122,10 @@ class View:
         return [entry for entry in self.entries if entry.tool_id.startswith(prefix)]
 
     def tool_count(self, slug: str) -> int:
-        return sum(1 for entry in self.entries if entry.integration.slug == slug)
+        return self.counts.get(slug, 0)
 
 
-EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={})
+EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={}, counts={})
 
 
 def _build_view(
@@ -147,6 +147,7 @@ def _build_view(
         entries=tuple(entries),
         by_id={entry.tool_id: entry for entry in entries},
         defs={integration.source_hash: compiled.defs for integration, _, compiled in reached},
+        counts=Counter(entry.integration.slug for entry in entries),
     )
 
 
@@ -634,7 +635,7 @@ class Integrations:
     async def credentials(self, entry: ToolEntry) -> dict[str, str | None]:
         """The connection's values for its template's inputs; None where the provider holds none."""
         connection = entry.connection
-        method = _method(entry.integration.auth_methods, connection.template)
+        method = entry.integration.auth_method(connection.template)
         if method is None or connection.provider is None:
             return {}
         partition = SecretPartition.of(connection)
@@ -766,10 +767,6 @@ def _variable(name: Any) -> str:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
         raise InvalidConnectionInput("credential input names must be identifiers")
     return name
-
-
-def _method(methods: Iterable[AuthMethod], template: str) -> AuthMethod | None:
-    return next((method for method in methods if method.slug == template), None)
 
 
 def _caller(principal: Principal | None) -> tuple[str, str]:

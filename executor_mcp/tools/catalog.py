@@ -155,18 +155,14 @@ class Catalog:
                 tool.validate(args, context)
         except ToolArgumentsError as exc:
             return _failure("invalid_tool_arguments", str(exc), {"issues": exc.issues} if exc.issues else None)
-        except ToolFailure as failure:
-            return _failure(failure.code, failure.message)
-        except IntegrationError as failure:
+        except (ToolFailure, IntegrationError) as failure:  # expected failures, answered as values
             return _failure(failure.code, failure.message)
         blocked = await self._pass_policy(tool.id, tool.requires_approval, tool.approval_description, args, context)
         if blocked is not None:
             return blocked
         try:
             return {"ok": True, "data": await tool.handler(args, context)}
-        except ToolFailure as failure:
-            return _failure(failure.code, failure.message)
-        except IntegrationError as failure:
+        except (ToolFailure, IntegrationError) as failure:  # expected failures, answered as values
             return _failure(failure.code, failure.message)
 
     async def _call_connected(self, entry: ToolEntry, args: Any, context: CallContext) -> JsonObject:

@@ -130,7 +130,7 @@ class ConnectPage:
             integration = await self._integrations.integration(handoff.principal, handoff.integration)
         except IntegrationError:
             return None
-        method = next((method for method in integration.auth_methods if method.slug == handoff.template), None)
+        method = integration.auth_method(handoff.template)
         return None if method is None or not method.inputs else (integration, method)
 
     async def _taken(self, handoff: Handoff) -> list[str]:

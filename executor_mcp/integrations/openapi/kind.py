@@ -11,7 +11,7 @@ from typing import Any
 from executor_mcp.codec import JsonObject, converter
 from executor_mcp.integrations.errors import ArgumentsRefused
 from executor_mcp.integrations.kinds import Invocation
-from executor_mcp.integrations.model import OPENAPI, AuthMethod, IntegrationRecord, ToolDef
+from executor_mcp.integrations.model import OPENAPI, ToolDef
 from executor_mcp.integrations.openapi import request, response
 from executor_mcp.integrations.openapi.binding import Binding
 from executor_mcp.outbound.client import Outbound
@@ -25,12 +25,6 @@ def _strings(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
     return {name: text for name, text in value.items() if isinstance(name, str) and isinstance(text, str)}
-
-
-def auth_method_for(integration: IntegrationRecord, template: str) -> AuthMethod | None:
-    """The connection's method by slug. An unknown template sends no credential (upstream's lax matching,
-    which upstream's own tests rely on)."""
-    return next((method for method in integration.auth_methods if method.slug == template), None)
 
 
 class OpenApiKind:
@@ -67,7 +61,7 @@ class OpenApiKind:
                 base_url=base_url if isinstance(base_url, str) and base_url else None,
                 static_headers=_strings(config.get("headers")),
                 static_query=_strings(config.get("queryParams")),
-                auth_method=auth_method_for(integration, connection.template),
+                auth_method=integration.auth_method(connection.template),
                 credentials=invocation.credentials,
             )
         except ArgumentsRefused as refused:
