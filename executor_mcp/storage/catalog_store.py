@@ -14,17 +14,14 @@ says when the last holder is gone and both are deleted.
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TypeVar
 
 from executor_mcp.codec import dumps, loads
 from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.model import ConnectionRecord, IntegrationRecord
 from executor_mcp.storage.environment import Environment
-from executor_mcp.storage.records import decode, encode
+from executor_mcp.storage.records import decoded_or_skipped, encode
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 ORG_OWNER = "org"
 USER_OWNER = "user"
@@ -86,16 +83,6 @@ def _range(txn, db, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield bytes(key), bytes(value)
 
 
-def _decoded(raw: bytes, cls: type[T], what: Any) -> T | None:
-    """A stored record, or None (logged) when it fails strict decoding: one bad record is skipped, never
-    the end of a scan."""
-    try:
-        return decode(raw, cls)
-    except Exception as exc:
-        log.error("skipping an unreadable %s record %r: %s", cls.__name__, what, exc)
-        return None
-
-
 def _connection_key(org_id: str, owner: str, account_id: str, integration: str, name: str) -> bytes:
     return _key(org_id, owner, _owner_account(owner, account_id), integration, name)
 
@@ -148,7 +135,7 @@ class CatalogStore:
         def _list(txn) -> list[IntegrationRecord]:
             records = []
             for key, raw in _range(txn, self._integrations, _prefix(org_id)):
-                record = _decoded(raw, IntegrationRecord, key)
+                record = decoded_or_skipped(raw, IntegrationRecord, key)
                 if record is not None and record.org_id == org_id and _key(org_id, record.slug) == key:
                     records.append(record)
             return sorted(records, key=lambda record: record.slug)
@@ -162,7 +149,7 @@ class CatalogStore:
     def _integration(self, txn, org_id: str, slug: str) -> IntegrationRecord | None:
         key = _key(org_id, slug)
         raw = _get(txn, self._integrations, key)
-        record = None if raw is None else _decoded(raw, IntegrationRecord, key)
+        record = None if raw is None else decoded_or_skipped(raw, IntegrationRecord, key)
         return record if record is not None and (record.org_id, record.slug) == (org_id, slug) else None
 
     async def add_integration(self, record: IntegrationRecord, source: bytes, compiled: bytes) -> bool:
@@ -193,7 +180,7 @@ class CatalogStore:
             raw = _get(txn, self._integrations, key)
             if raw is None:
                 return False
-            previous = _decoded(raw, IntegrationRecord, key)
+            previous = decoded_or_skipped(raw, IntegrationRecord, key)
             if previous is None or previous.source_hash != record.source_hash:
                 self._hold(txn, record.source_hash, source, compiled)
                 if previous is not None:
@@ -217,7 +204,7 @@ class CatalogStore:
             raw = _get(txn, self._integrations, key)
             if raw is None:
                 return None
-            record = _decoded(raw, IntegrationRecord, key)
+            record = decoded_or_skipped(raw, IntegrationRecord, key)
             if record is not None:
                 self._release(txn, record.source_hash)
             txn.delete(key, db=self._integrations)
@@ -229,7 +216,7 @@ class CatalogStore:
             ]
             for connection_key, value in doomed:
                 txn.delete(connection_key, db=self._connections)
-                connection = _decoded(value, ConnectionRecord, connection_key)
+                connection = decoded_or_skipped(value, ConnectionRecord, connection_key)
                 if connection is not None:
                     removed.append(connection)
             self._bump(txn, org_id)
@@ -299,7 +286,7 @@ class CatalogStore:
             for owner_kind, account in owners:
                 prefix = _prefix(org_id, owner_kind, account, *([integration] if integration is not None else []))
                 for key, raw in _range(txn, self._connections, prefix):
-                    record = _decoded(raw, ConnectionRecord, key)
+                    record = decoded_or_skipped(raw, ConnectionRecord, key)
                     if record is not None and _connection_key(*_identity(record)) == key:
                         records.append(record)
             return sorted(records, key=lambda record: (record.integration, record.owner, record.name))
@@ -314,7 +301,7 @@ class CatalogStore:
 
         def _one(txn) -> ConnectionRecord | None:
             raw = _get(txn, self._connections, key)
-            record = None if raw is None else _decoded(raw, ConnectionRecord, key)
+            record = None if raw is None else decoded_or_skipped(raw, ConnectionRecord, key)
             return record if record is not None and _connection_key(*_identity(record)) == key else None
 
         return await self._env.read(_one)
@@ -347,7 +334,7 @@ class CatalogStore:
                 return None
             txn.delete(key, db=self._connections)
             self._bump(txn, org_id)
-            return _decoded(raw, ConnectionRecord, key)
+            return decoded_or_skipped(raw, ConnectionRecord, key)
 
         return await self._env.write(_remove)
 

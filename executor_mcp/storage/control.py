@@ -10,7 +10,7 @@ data dir, and the server sees the change on its next read.
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
@@ -24,6 +24,7 @@ from executor_mcp.storage.records import (
     PolicyRecord,
     SessionRecord,
     decode,
+    decoded_or_skipped,
     encode,
 )
 
@@ -47,16 +48,6 @@ def _owner_prefix(owner: Owner) -> bytes:
 
 def _owner_key(owner: Owner, session_id: str) -> bytes:
     return _owner_prefix(owner) + session_id.encode()
-
-
-def _decoded(raw: bytes, cls: type[T], what: Any) -> T | None:
-    """A stored record, or None (logged) when it fails strict decoding: one bad record is skipped,
-    never the end of a scan, a sweep or the server."""
-    try:
-        return decode(raw, cls)
-    except Exception as exc:
-        log.error("skipping an unreadable %s record %r: %s", cls.__name__, what, exc)
-        return None
 
 
 def _key_text(key: bytes) -> str | None:
@@ -99,7 +90,7 @@ class ControlPlane(CatalogStore):
             return
         legacy = self._env.database(_LEGACY_POLICIES, txn=txn)
         for key, raw in txn.cursor(db=legacy):
-            record = _decoded(raw, PolicyRecord, bytes(key))
+            record = decoded_or_skipped(raw, PolicyRecord, bytes(key))
             if record is not None:
                 txn.put(_policy_key(record), encode(record), db=self._policies)
         txn.drop(legacy, delete=True)
@@ -110,7 +101,7 @@ class ControlPlane(CatalogStore):
         if not legacy:
             return
         for key, raw in txn.cursor(db=self._sessions):
-            record = _decoded(raw, SessionRecord, bytes(key))
+            record = decoded_or_skipped(raw, SessionRecord, bytes(key))
             indexed = record is not None and txn.put(
                 _owner_key(record.owner, record.session_id), b"", db=self._by_owner, overwrite=False
             )
@@ -132,14 +123,14 @@ class ControlPlane(CatalogStore):
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The directory entry; an unreadable one is as good as none (it is logged)."""
         raw = await self._env.read(lambda txn: txn.get(session_id.encode(), db=self._sessions))
-        return None if raw is None else _decoded(raw, SessionRecord, session_id)
+        return None if raw is None else decoded_or_skipped(raw, SessionRecord, session_id)
 
     async def update_session(self, session_id: str, **changes: object) -> SessionRecord | None:
         """Change fields of a record in one transaction; None if the record is gone (or unreadable)."""
 
         def _update(txn) -> SessionRecord | None:
             raw = txn.get(session_id.encode(), db=self._sessions)
-            record = None if raw is None else _decoded(raw, SessionRecord, session_id)
+            record = None if raw is None else decoded_or_skipped(raw, SessionRecord, session_id)
             if record is None:
                 return None
             updated = attrs.evolve(record, **changes)
@@ -153,7 +144,7 @@ class ControlPlane(CatalogStore):
             raw = txn.get(session_id.encode(), db=self._sessions)
             if raw is None:
                 return
-            record = _decoded(raw, SessionRecord, session_id)
+            record = decoded_or_skipped(raw, SessionRecord, session_id)
             if record is not None and txn.delete(_owner_key(record.owner, session_id), db=self._by_owner):
                 self._count(txn, record.owner, -1)
             txn.delete(session_id.encode(), db=self._sessions)
@@ -182,7 +173,7 @@ class ControlPlane(CatalogStore):
                         break
                     session_id = key[len(prefix) :]
                     raw = txn.get(session_id, db=self._sessions)
-                    record = None if raw is None else _decoded(raw, SessionRecord, session_id)
+                    record = None if raw is None else decoded_or_skipped(raw, SessionRecord, session_id)
                     if record is not None:
                         records.append(record)
             return records
@@ -195,7 +186,7 @@ class ControlPlane(CatalogStore):
 
         def _request(txn) -> bool:
             raw = txn.get(session_id.encode(), db=self._sessions)
-            record = None if raw is None else _decoded(raw, SessionRecord, session_id)
+            record = None if raw is None else decoded_or_skipped(raw, SessionRecord, session_id)
             if record is None:
                 return False
             txn.put(session_id.encode(), encode(attrs.evolve(record, condemned=True)), db=self._sessions)
@@ -238,7 +229,9 @@ class ControlPlane(CatalogStore):
         """Every readable directory entry (unreadable ones are logged and skipped)."""
 
         def _all(txn) -> list[SessionRecord]:
-            records = (_decoded(value, SessionRecord, bytes(key)) for key, value in txn.cursor(db=self._sessions))
+            records = (
+                decoded_or_skipped(value, SessionRecord, bytes(key)) for key, value in txn.cursor(db=self._sessions)
+            )
             return [record for record in records if record is not None]
 
         return await self._env.read(_all)
@@ -276,7 +269,7 @@ class ControlPlane(CatalogStore):
 
     def _set_org_revoked(self, txn, org_id: str, revoked: bool, at: float) -> OrgRecord:
         raw = txn.get(org_id.encode(), db=self._orgs)
-        known = None if raw is None else _decoded(raw, OrgRecord, org_id)
+        known = None if raw is None else decoded_or_skipped(raw, OrgRecord, org_id)
         base = known or OrgRecord(org_id=org_id, first_seen_at=at)
         record = attrs.evolve(base, revoked=revoked, changed_at=at)
         txn.put(org_id.encode(), encode(record), db=self._orgs)

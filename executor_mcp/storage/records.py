@@ -1,5 +1,6 @@
 """What is stored about a session, as attrs records encoded with the shared strict converter."""
 
+import logging
 from typing import Any, TypeVar
 
 import attrs
@@ -7,6 +8,7 @@ import attrs
 from executor_mcp.codec import JsonObject, converter, dumps, loads
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -58,6 +60,16 @@ def encode(record: Any) -> bytes:
 
 def decode(raw: bytes, cls: type[R]) -> R:
     return converter.structure(loads(raw), cls)
+
+
+def decoded_or_skipped(raw: bytes, cls: type[R], what: Any) -> R | None:
+    """A stored record, or None (logged) when it fails strict decoding: one bad record is skipped, never the
+    end of a scan, a sweep or the server."""
+    try:
+        return decode(raw, cls)
+    except Exception as exc:
+        log.error("skipping an unreadable %s record %r: %s", cls.__name__, what, exc)
+        return None
 
 
 @attrs.frozen
