@@ -12,6 +12,10 @@ from executor_mcp.codec import JsonObject
 # Kinds of integration. `executor` is the built-in one, whose tools the server provides itself.
 OPENAPI = "openapi"
 BUILT_IN = "built-in"
+# The built-in integration, whose tools the server provides: its slug is reserved.
+BUILT_IN_SLUG = "executor"
+BUILT_IN_NAME = "Executor"
+BUILT_IN_DESCRIPTION = "The executor's own tools: its integrations and, with policies, its governance."
 
 NO_AUTH = "none"  # the template of a connection that sends no credential
 TOKEN = "token"  # the input a placement renders when it names none

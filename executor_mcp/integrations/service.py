@@ -37,6 +37,7 @@ from executor_mcp.integrations.errors import (
 )
 from executor_mcp.integrations.kinds import Invocation, Kind
 from executor_mcp.integrations.model import (
+    BUILT_IN_SLUG,
     NO_AUTH,
     OPENAPI,
     CompiledCatalog,
@@ -64,7 +65,6 @@ from executor_mcp.turns import Turns
 
 log = logging.getLogger(__name__)
 
-BUILT_IN_SLUG = "executor"
 # What one organization may hold: far above any real catalog, far below what fills a disk.
 MAX_INTEGRATIONS_PER_ORG = 256
 MAX_CONNECTIONS_PER_ACCOUNT = 1024

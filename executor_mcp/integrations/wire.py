@@ -4,7 +4,14 @@ and the CLI (upstream §3.1). A connection's JSON never holds a value, only wher
 import urllib.parse
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.model import ConnectionRecord, IntegrationRecord
+from executor_mcp.integrations.model import (
+    BUILT_IN,
+    BUILT_IN_DESCRIPTION,
+    BUILT_IN_NAME,
+    BUILT_IN_SLUG,
+    ConnectionRecord,
+    IntegrationRecord,
+)
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.service import ToolEntry
 
@@ -39,10 +46,10 @@ def integration_json(record: IntegrationRecord) -> JsonObject:
 
 
 BUILT_IN_JSON: JsonObject = {
-    "slug": "executor",
-    "name": "Executor",
-    "description": "The executor's own tools: its integrations and, with policies, its governance.",
-    "kind": "built-in",
+    "slug": BUILT_IN_SLUG,
+    "name": BUILT_IN_NAME,
+    "description": BUILT_IN_DESCRIPTION,
+    "kind": BUILT_IN,
     "canRemove": False,
     "canRefresh": False,
     "authMethods": [],

@@ -14,6 +14,7 @@ from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.handoff import HandoffBook, Handoffs
+from executor_mcp.integrations.model import BUILT_IN, BUILT_IN_DESCRIPTION, BUILT_IN_NAME, BUILT_IN_SLUG
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
@@ -246,10 +247,10 @@ def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | No
         }
 
     executor = Integration(
-        slug="executor",
-        name="Executor",
-        description="The executor's own tools: its integrations and, with policies, its governance.",
-        kind="built-in",
+        slug=BUILT_IN_SLUG,
+        name=BUILT_IN_NAME,
+        description=BUILT_IN_DESCRIPTION,
+        kind=BUILT_IN,
         tools=(
             StaticTool(
                 id="executor.coreTools.integrations.list",

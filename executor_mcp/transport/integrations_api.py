@@ -38,8 +38,8 @@ from executor_mcp.auth.principal import Authenticator, Principal
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
-from executor_mcp.integrations.model import OPENAPI, AuthMethod
-from executor_mcp.integrations.service import BUILT_IN_SLUG, Integrations, ToolEntry, View
+from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod
+from executor_mcp.integrations.service import Integrations, ToolEntry, View
 from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row
 from executor_mcp.policies.model import Action, decide
 from executor_mcp.policies.service import Policies, to_rule
