@@ -1,4 +1,4 @@
-"""The `/mcp` endpoint: Streamable HTTP on quart-trio.
+"""The `/mcp` endpoint: Streamable HTTP on a bare ASGI exchange (`asgi.py`); the other routes on quart-trio.
 
 Checks run in a fixed order, each refusing with its exact envelope: (with `--auth none`, on every route
 and before routing) `Host` and `Origin`, then method, authentication, headers,
@@ -13,12 +13,14 @@ alone as 202.
 
 import logging
 import secrets
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import trio
-from quart import Quart, Response, request
+from quart import Response, request
 from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioBody, TrioRequest
+from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
@@ -60,6 +62,7 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, declares_body
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
@@ -79,37 +82,51 @@ POLICY_API_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 
 
 class McpEndpoint:
-    def __init__(self, manager: SessionManager, authenticator: Authenticator) -> None:
+    def __init__(self, manager: SessionManager, authenticator: Authenticator, guard: BrowserGuard) -> None:
         self._manager = manager
         self._auth = authenticator
+        self._guard = guard
 
-    async def dispatch(self) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method not in _ALLOWED:
-            raise Refused(Refusal.METHOD_NOT_ALLOWED)
-        principal = await self._authenticate()
-        if request.method == "POST":
-            return await self._post(principal)
-        if request.method == "GET":
-            return await self._get(principal)
-        return await self._delete(principal)
-
-    async def _authenticate(self) -> Principal:
+    async def serve(self, exchange: Exchange) -> Answer:
+        """The answer to one exchange, refusals and defects included; with its CORS headers."""
         try:
-            return await self._auth.authenticate(request.headers)
+            answer = await self._dispatch(exchange)
+        except Refused as exc:
+            answer = _refusal_answer(exc)
+        except Exception as exc:
+            answer = _refusal_answer(_defect_refusal(exc))
+        return answer
+
+    async def _dispatch(self, exchange: Exchange) -> Answer:
+        if (refusal := self._guard.refusal(exchange.headers)) is not None:
+            raise Refused(refusal)
+        if exchange.method == "OPTIONS":
+            return Answer(204, headers=dict(rules.PREFLIGHT))
+        if exchange.method not in _ALLOWED:
+            raise Refused(Refusal.METHOD_NOT_ALLOWED)
+        principal = await self._authenticate(exchange)
+        if exchange.method == "POST":
+            return await self._post(exchange, principal)
+        if exchange.method == "GET":
+            return await self._get(exchange, principal)
+        return await self._delete(exchange, principal)
+
+    async def _authenticate(self, exchange: Exchange) -> Principal:
+        try:
+            return await self._auth.authenticate(exchange.headers)
         except Forbidden as refused:
             # A definitive "no organization" ends the session it names, if this account in this org owns it.
-            session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
+            session_id = exchange.headers.get(rules.SESSION_HEADER, "").strip()
             if session_id:
                 with trio.CancelScope(shield=True):
                     await self._manager.evict(session_id, owned_by=refused.owner)
             raise
 
-    async def _post(self, principal: Principal) -> Response:
-        rules.require_post_accept(request.headers)
-        rules.require_json_body(request.headers)
-        raw = await request.get_data(cache=False)
+    async def _post(self, exchange: Exchange, principal: Principal) -> Answer:
+        headers = exchange.headers
+        rules.require_post_accept(headers)
+        rules.require_json_body(headers)
+        raw = await exchange.body()
         try:
             messages, batch = parse_body(raw)
         except InvalidJson:
@@ -122,14 +139,14 @@ class McpEndpoint:
             raise Refused(Refusal.METHOD_NOT_FOUND, request_id=discover.id)
         initializes = [r for r in requests if r.method == INITIALIZE_METHOD]
         if initializes:
-            if request.headers.get(rules.SESSION_HEADER):
+            if headers.get(rules.SESSION_HEADER):
                 raise Refused(Refusal.INITIALIZE_WITH_SESSION)
             if len(messages) > 1:
                 raise Refused(Refusal.INITIALIZE_IN_BATCH)
-            return await self._initialize(initializes[0], raw, principal)
+            return await self._initialize(exchange, initializes[0], raw, principal)
 
-        session_id = rules.require_session_id(request.headers)
-        rules.protocol_version(request.headers)
+        session_id = rules.require_session_id(headers)
+        rules.protocol_version(headers)
         session = await self._manager.acquire(session_id, principal, RESOURCE)
         for message in messages:
             if not isinstance(message, Request):
@@ -143,22 +160,22 @@ class McpEndpoint:
             return _event_stream(stream_events(session, stream, calls))
         return await self._json_answer(session, stream, calls, batch)
 
-    async def _initialize(self, message: Request, raw: bytes, principal: Principal) -> Response:
+    async def _initialize(self, exchange: Exchange, message: Request, raw: bytes, principal: Principal) -> Answer:
         # Everything is checked before anything is created: a refused initialize leaves no file behind.
         try:
             params: InitializeParams = structure_params(message.params, InitializeParams)
             if problems := initialize_problems(params):
                 raise RpcError(Code.INVALID_PARAMS, "Invalid params", problems)
         except RpcError as exc:
-            return _json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
+            return _answer_json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
         version = negotiate_version(params.protocol_version)
         # Chosen once, at creation, from the URL (upstream §3.1); never from the client's capabilities.
-        mode = "native" if request.args.get("elicitation_mode") == "native" else "model"
+        mode = "native" if exchange.query("elicitation_mode") == "native" else "model"
         session = await self._manager.create(principal, RESOURCE, params, version, raw, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
-        return _json(encode(answer), headers={rules.SESSION_HEADER: session.id})
+        return _answer_json(encode(answer), headers={rules.SESSION_HEADER: session.id})
 
-    async def _json_answer(self, session: Session, stream: Stream, calls: list[Call], batch: bool) -> Response:
+    async def _json_answer(self, session: Session, stream: Stream, calls: list[Call], batch: bool) -> Answer:
         answers: list[bytes] = []
         cursor = 0
         try:
@@ -170,35 +187,46 @@ class McpEndpoint:
         if stream.refused is not None:
             raise stream.refused
         body = b"[" + b",".join(answers) + b"]" if batch else answers[0]
-        return Response(body, status=200, content_type=rules.JSON)
+        return Answer(200, body, {"Content-Type": rules.JSON})
 
-    async def _get(self, principal: Principal) -> Response:
-        rules.require_stream_accept(request.headers)
-        session_id = rules.require_session_id(request.headers)
-        rules.protocol_version(request.headers)
+    async def _get(self, exchange: Exchange, principal: Principal) -> Answer:
+        headers = exchange.headers
+        rules.require_stream_accept(headers)
+        session_id = rules.require_session_id(headers)
+        rules.protocol_version(headers)
         session = await self._manager.acquire(session_id, principal, RESOURCE)
-        resume_from = parse_event_id(request.headers.get("last-event-id", ""))
+        resume_from = parse_event_id(headers.get("last-event-id", ""))
         return _event_stream(listen_events(session, session.listen(), resume_from))
 
-    async def _delete(self, principal: Principal) -> Response:
-        session_id = request.headers.get(rules.SESSION_HEADER, "").strip()
+    async def _delete(self, exchange: Exchange, principal: Principal) -> Answer:
+        session_id = exchange.headers.get(rules.SESSION_HEADER, "").strip()
         if session_id:
             session = await self._manager.acquire(session_id, principal, RESOURCE, activity=False)
             await self._manager.terminate(session)
         return _empty(200)
 
 
-def _event_stream(events) -> Response:
-    response = Response(events, status=200, content_type=rules.EVENT_STREAM, headers={"Cache-Control": "no-cache"})
-    response.timeout = None
-    return response
+def _event_stream(events: AsyncGenerator[bytes, None]) -> Answer:
+    return Answer(200, events, {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cache"})
 
 
-def _empty(status: int) -> Response:
+def _empty(status: int) -> Answer:
     """A bodiless answer with no Content-Type, which clients check for on 202."""
-    response = Response(b"", status=status)
-    del response.headers["Content-Type"]
-    return response
+    return Answer(status)
+
+
+def _answer_json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
+    return Answer(status, dumps(body), {"Content-Type": rules.JSON, **(headers or {})})
+
+
+def _refusal_answer(exc: Refused) -> Answer:
+    return _answer_json(envelope_body(exc), status=exc.envelope.status, headers=envelope_headers(exc))
+
+
+def _defect_refusal(exc: Exception) -> Refused:
+    correlation = secrets.token_hex(4)
+    log.error("unhandled error [%s]", correlation, exc_info=exc)
+    return Refused(Refusal.INTERNAL)
 
 
 def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -244,9 +272,7 @@ def _http_error(exc: HTTPException) -> Response:
 def _defect(exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         return _http_error(exc)
-    correlation = secrets.token_hex(4)
-    log.error("unhandled error [%s]", correlation, exc_info=exc)
-    return _refused(Refused(Refusal.INTERNAL))
+    return _refused(_defect_refusal(exc))
 
 
 class _Body(TrioBody):
@@ -304,23 +330,16 @@ def create_app(
     browser: BrowserGuard | None = None,
     integrations: Integrations | None = None,
     handoffs: HandoffBook | None = None,
-) -> Quart:
-    """The HTTP app. `browser` is the `--auth none` Origin/Host guard (off by default, as with bearers).
-    Without `integrations`, the integrations API's routes are absent; without `handoffs` too, the connect
-    page."""
+) -> Edge:
+    """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
+    Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
+    routes are absent; without `handoffs` too, the connect page."""
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
     app = _App("executor_mcp", static_folder=None)
     # Quart's 60 s default response timeout would silently cut SSE streams; a body gets a bounded time.
     app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, BODY_TIMEOUT=BODY_TIMEOUT_SECONDS)
-    endpoint = McpEndpoint(manager, authenticator)
-    app.add_url_rule(
-        "/mcp",
-        "mcp",
-        endpoint.dispatch,
-        methods=["GET", "POST", "DELETE", "OPTIONS", "PUT", "PATCH", "HEAD"],
-        provide_automatic_options=False,
-    )
+    endpoint = McpEndpoint(manager, authenticator, guard)
 
     async def metadata() -> Response:
         if request.method == "OPTIONS":
@@ -356,19 +375,9 @@ def create_app(
 
     async def finish(response: Response) -> Response:
         """Every answer: `Connection: close` if the body is still owed, and the mode's CORS headers."""
-        declares_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
-        if declares_body and not request.body.received:
-            response.headers["Connection"] = "close"
-        allowed = None if is_console_path(request.path) else guard.cors_origin(request.headers)
-        if allowed is None:
-            for name in {name for name, _ in response.headers.items() if name.lower().startswith("access-control-")}:
-                del response.headers[name]
-            return response
-        for name, value in rules.CORS.items():
-            response.headers.setdefault(name, value)
-        if allowed != "*":
-            response.headers["Access-Control-Allow-Origin"] = allowed
-            response.headers.add("Vary", "Origin")
+        body_owed = declares_body(request.headers) and not request.body.received
+        decided = decide_finish(guard, request.headers, body_owed=body_owed, console=is_console_path(request.path))
+        response.headers = Headers(decided.apply(list(response.headers.items())))
         return response
 
     app.before_request(refuse_browsers)
@@ -376,4 +385,4 @@ def create_app(
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _defect)
     app.after_request(finish)
-    return app
+    return Edge(MCP_PATH, endpoint.serve, guard, app, body_limit=MAX_BODY_BYTES, body_seconds=BODY_TIMEOUT_SECONDS)
