@@ -9,7 +9,7 @@ without `Origin` (every non-browser client) pass the origin check. With bearer a
 applies: a page has no bearer to send, so CORS stays `*`.
 
 Pure functions of the configured names and the bound address; the guard learns the bound port once
-the listener is up (`--port 0`).
+the listener is up (`--port 0`), and works out then (not per request) which names and origins are its own.
 """
 
 import urllib.parse
@@ -65,9 +65,23 @@ class BrowserGuard:
     allowed_hosts: tuple[str, ...] = ()
     public_url: str = ""
     bound_url: str = ""
+    _hosts: list[tuple[str, int | None]] = attrs.field(init=False, factory=list)
+    _exact_hosts: frozenset[str] = attrs.field(init=False, factory=frozenset)
+    _origin_set: frozenset[str] = attrs.field(init=False, factory=frozenset)
+
+    def __attrs_post_init__(self) -> None:
+        self._learn()
 
     def listening(self, public_url: str, bound_url: str) -> None:
         self.public_url, self.bound_url = public_url, bound_url
+        self._learn()
+
+    def _learn(self) -> None:
+        configured = [_host_and_port(allowed) for allowed in self.allowed_hosts]
+        self._hosts = [host for host in [*configured, *self._own_hosts()] if host is not None]
+        # The `Host` values every request of a well-configured client sends, answered without parsing.
+        self._exact_hosts = frozenset(f"{name}:{port}" if port is not None else name for name, port in self._hosts)
+        self._origin_set = frozenset(self._origins())
 
     def refusal(self, headers: Mapping[str, str]) -> Refusal | None:
         """Why a request may not be served, or None."""
@@ -89,7 +103,7 @@ class BrowserGuard:
 
     def origin_allowed(self, origin: str) -> bool:
         normalized = normalized_origin(origin)
-        return normalized is not None and normalized in self._origins()
+        return normalized is not None and normalized in self._origin_set
 
     def _origins(self) -> set[str]:
         origins = {normalized_origin(url) for url in (self.public_url, self.bound_url, *self.allowed_origins)}
@@ -102,12 +116,13 @@ class BrowserGuard:
     def _host_allowed(self, host: str) -> bool:
         """The name must be ours; so must the port when both sides name one (a TLS-terminating proxy
         forwards `Host` without the port it was reached on)."""
+        if host in self._exact_hosts:
+            return True
         received = _host_and_port(host)
         if received is None:
             return False
-        configured = [_host_and_port(allowed) for allowed in self.allowed_hosts]
-        for allowed in [*configured, *self._own_hosts()]:
-            if allowed is not None and allowed[0] == received[0] and None in {allowed[1], received[1]}:
+        for allowed in self._hosts:
+            if allowed[0] == received[0] and None in {allowed[1], received[1]}:
                 return True
             if allowed == received:
                 return True
