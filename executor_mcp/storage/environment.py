@@ -57,10 +57,10 @@ class Environment:
     @classmethod
     async def create_whole(cls, path: Path, work: Callable[[lmdb.Transaction], object]) -> "Environment":
         """A new environment at `path` that appears there only complete: built under a temporary name
-        with `work` as its first transaction, then renamed. A crash leaves no file or a whole one (and
-        perhaps a `.partial` leftover for start-up recovery)."""
+        with `work` as its first transaction, then renamed, and opened in the same thread call. A crash
+        leaves no file or a whole one (and perhaps a `.partial` leftover for start-up recovery)."""
 
-        def _build() -> None:
+        def _build() -> lmdb.Environment:
             partial = partial_path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             remove_files(partial)
@@ -72,9 +72,9 @@ class Environment:
             os.rename(partial, path)
             remove_files(partial)  # its lock file; the data file is already gone
             sync_directory(path.parent)
+            return lmdb.open(str(path), subdir=False, map_size=INITIAL_MAP_SIZE, create=False)
 
-        await trio.to_thread.run_sync(_build)
-        return await cls.open(path, create=False)
+        return cls(await trio.to_thread.run_sync(_build), path, MAX_MAP_SIZE)
 
     def database(self, name: bytes, txn: lmdb.Transaction | None = None) -> lmdb._Database:
         """Open (creating) a named database: at start-up before transactions run, or inside a write
