@@ -5,9 +5,9 @@ burns its own process (until the CPU budget stops it), and every other execution
 process on the other core. A worker that finished an execution cleanly goes back to the warm pool; one
 that broke a limit, died, went quiet or was abandoned is killed and replaced.
 
-How many stay warm is `sizing.py`'s decision: the recent peak of executions at once, plus a floor of
-spares, started ahead of demand in the background; idle ones above that are let go once the peak that
-kept them is a window old. New workers are forked by the zygote (`zygote.py`), a few milliseconds each;
+How many stay warm is `sizing.py`'s decision: the recent peak of executions at once (at least a floor),
+started ahead of demand in the background; idle ones above that are let go once the peak that kept them
+is a window old. New workers are forked by the zygote (`zygote.py`), a few milliseconds each;
 while it is not running (starting, or being replaced after it died) they are spawned, a whole
 interpreter start each.
 
@@ -45,8 +45,8 @@ from executor_mcp.sandbox.slots import FairSlots
 
 log = logging.getLogger(__name__)
 
-# With the zygote a start is cheap, so one spare is enough headroom, and the idle server stays as light
-# as it was with two spawned spares and no zygote (each process is ~18 MiB resident).
+# The fewest workers kept warm. With the zygote a start is cheap, so one is enough, and the idle server
+# (with the zygote) stays as light as it was with two spawned spares (each process is ~18 MiB resident).
 SPARES = 1
 ZYGOTE_BACKOFF = Backoff(first=0.5, factor=2, ceiling=30)
 

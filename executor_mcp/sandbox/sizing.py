@@ -1,17 +1,19 @@
-"""How many sandbox workers to keep warm: as many as the recent peak of executions needed, plus a few.
+"""How many sandbox workers to keep warm: as many as the recent peak of executions at once needed.
 
 Each execution holds a worker of its own, so a burst of N concurrent executions needs N workers. A pool
 that keeps only a fixed handful warm makes every execution beyond them pay a whole worker start; one
 that keeps everything it ever started makes an idle server heavy (each worker is ~18 MiB resident). So
 the pool remembers the highest number of workers in use at once over the last `window` seconds (the
-peak) and sizes itself to it:
+peak) and wants `max(floor, peak)` workers, busy and idle together (never more than `ceiling`):
 
-- it starts spares ahead of demand until `max(floor, peak - in_use)` are idle: a burst that came
-  recently is expected again, and there are always `floor` ready for the next execution;
-- a worker whose execution ended goes back idle while `in_use + idle < peak + floor`; the `floor` of
-  slack keeps a steady load from killing one worker and starting another for every execution;
-- idle workers above that limit are let go (`surplus`), which happens once the peak that kept them has
-  been out of the window for `window` seconds (`next_change` says when to look again).
+- it starts spares ahead of demand until it has them: a burst that came recently is expected again;
+- a worker whose execution ended goes back idle while it has no more than that; a steady load thus
+  reuses its workers, never killing one and starting another per execution;
+- idle workers past that are let go (`surplus`), which happens once the peak that kept them has been
+  out of the window (`next_change` says when to look again).
+
+No spare is kept beyond the peak: with the zygote a start costs a few milliseconds, paid once per
+window by the execution that goes past the peak, while each spare would cost its memory all the time.
 
 Plain state and arithmetic with the time passed in: no clock, no I/O. `pool.py` is its trio face.
 """
@@ -49,19 +51,21 @@ class WarmPoolSizing:
             self._levels.popleft()
         return max(self.in_use, self._levels[0][1] if self._levels else 0)
 
+    def wanted(self, now: float) -> int:
+        """How many workers to have, busy and idle together."""
+        return min(self.ceiling, max(self.floor, self.peak(now)))
+
     def spares_missing(self, now: float, idle: int) -> int:
         """How many more to start now, `idle` counting those already idle or being started."""
-        wanted = min(max(self.floor, self.peak(now) - self.in_use), self.ceiling - self.in_use)
-        return max(0, wanted - idle)
+        return max(0, self.wanted(now) - self.in_use - idle)
 
     def keeps(self, now: float, idle: int) -> bool:
         """Whether one more idle worker (one whose execution ended, or a spare that just started) stays."""
-        return self.in_use + idle < min(self.ceiling, self.peak(now) + self.floor)
+        return self.in_use + idle < self.wanted(now)
 
     def surplus(self, now: float, idle: int) -> int:
         """How many of the `idle` workers to let go now."""
-        limit = min(self.ceiling, self.peak(now) + self.floor) - self.in_use
-        return max(0, idle - max(limit, 0))
+        return max(0, self.in_use + idle - self.wanted(now))
 
     def next_change(self) -> float | None:
         """When the peak next drops (and workers may become surplus); None while nothing is remembered."""

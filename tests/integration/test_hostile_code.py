@@ -181,6 +181,7 @@ async def test_a_killed_worker_fails_its_execution_and_the_pool_recovers(client:
 
 async def test_workers_start_with_nothing_inherited(client: Client) -> None:
     """Spawned and forked workers alike, and the zygote that forks them."""
+
     async def overlapping() -> None:
         assert text_of(await run(client, "await new Promise((resolve) => setTimeout(resolve, 200)); return 1")) == "1"
 

@@ -59,11 +59,11 @@ async def test_the_pool_grows_to_the_peak_and_keeps_those_workers_warm(running: 
     await settled(running)
     assert len(await concurrently(running, 4, "return 1")) == 4
     after_first = await settled(running)
-    assert after_first.idle == 4 + 1  # the peak, and the floor's spare
+    assert after_first.idle == 4  # the peak
     await concurrently(running, 4, "return 1")
     after_second = await settled(running)
-    assert after_second.started == after_first.started  # the same five workers served it: nothing started
-    assert after_second.idle == 5
+    assert after_second.started == after_first.started  # the same four workers served it: nothing started
+    assert after_second.idle == 4
 
 
 @pytest.mark.parametrize("running", [{"warm_window": 0.5}], indirect=True)
@@ -85,8 +85,7 @@ async def test_forked_workers_inherit_nothing_and_are_confined(running: WorkerPo
         forked = [worker.process.pid for worker in (first, second)]
         assert set(forked) & set(sandbox_processes.children(zygote, sandbox_processes.ZYGOTE))
         for pid in sandbox_processes.children(zygote, sandbox_processes.ZYGOTE):
-            with open(f"/proc/{pid}/environ", "rb") as environ:
-                assert environ.read() == b""
+            assert _environment(pid) == b""
             assert os.readlink(f"/proc/{pid}/cwd") == "/"
             assert {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")} <= {0, 1, 2}
             with trio.fail_after(SETTLE):
@@ -101,7 +100,7 @@ async def test_forked_workers_inherit_nothing_and_are_confined(running: WorkerPo
 async def test_forked_workers_draw_different_random_numbers(running: WorkerPool) -> None:
     await settled(running)
     draws = await concurrently(running, 4, "return [Math.random(), Math.random()]")
-    assert running.stats().forked >= 4
+    assert running.stats().forked >= 3  # four workers: the first spare may have been spawned before the zygote
     assert len({tuple(draw) for draw in draws}) == 4
 
 
@@ -125,6 +124,11 @@ async def test_a_killed_zygote_is_replaced_and_workers_are_spawned_meanwhile(run
 def _limits(pid: int) -> dict[str, list[str]]:
     with open(f"/proc/{pid}/limits") as limits:
         return {line[:26].strip(): line[26:].split() for line in limits if line[:26].strip()}
+
+
+def _environment(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        return environ.read()
 
 
 def _threads(pid: int) -> int:

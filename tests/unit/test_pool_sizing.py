@@ -1,4 +1,4 @@
-"""The warm pool's size: the recent peak of executions at once plus a floor, let go a window later."""
+"""The warm pool's size: the recent peak of executions at once (at least a floor), let go a window later."""
 
 from executor_mcp.sandbox.sizing import WarmPoolSizing
 
@@ -17,17 +17,16 @@ def test_an_idle_pool_keeps_the_floor() -> None:
     assert pool.next_change() is None
 
 
-def test_a_steady_single_session_reuses_its_worker_instead_of_churning() -> None:
-    """One execution at a time with a floor of one: the spare started during it and the worker coming
-    back both stay, so the next execution starts nothing."""
+def test_a_steady_single_session_reuses_one_worker() -> None:
+    """One execution at a time: nothing is started beside it, and its worker goes back warm."""
     pool = sizing(floor=1)
     for second in range(5):
         now = float(second)
         pool.acquired(now)
-        assert pool.spares_missing(now, idle=1) == 0  # one idle already: the next execution is covered
+        assert pool.spares_missing(now, idle=0) == 0
         pool.released(now + 0.01)
-        assert pool.keeps(now + 0.01, idle=1)  # back it goes, next to the spare
-        assert not pool.keeps(now + 0.01, idle=2)
+        assert pool.keeps(now + 0.01, idle=0)
+        assert not pool.keeps(now + 0.01, idle=1)
 
 
 def test_a_burst_is_kept_warm_for_the_window_then_let_go() -> None:
@@ -35,19 +34,31 @@ def test_a_burst_is_kept_warm_for_the_window_then_let_go() -> None:
     for _ in range(8):
         pool.acquired(10.0)
     assert pool.peak(10.0) == 8
-    assert pool.spares_missing(10.0, idle=0) == 1  # all eight busy: the floor's one spare ahead
+    assert pool.spares_missing(10.0, idle=0) == 0  # all eight busy: nothing more is asked for yet
     for _ in range(8):
         pool.released(12.0)
     assert pool.in_use == 0
     assert pool.peak(12.0) == 8
-    assert pool.spares_missing(12.0, idle=1) == 7  # the burst is expected again
-    assert pool.keeps(12.0, idle=8)  # up to peak + floor
-    assert not pool.keeps(12.0, idle=9)
-    assert pool.surplus(71.9, idle=9) == 0  # the peak was last held at 12.0: kept for a window from then
+    assert pool.spares_missing(12.0, idle=3) == 5  # five of the eight were not reusable: the burst comes again
+    assert pool.keeps(12.0, idle=7)
+    assert not pool.keeps(12.0, idle=8)
+    assert pool.surplus(71.9, idle=8) == 0  # the peak was last held at 12.0: kept for a window from then
     assert pool.next_change() == 72.0
-    assert pool.surplus(72.1, idle=9) == 8
+    assert pool.surplus(72.1, idle=8) == 7
     assert pool.peak(72.1) == 0
     assert pool.next_change() is None
+
+
+def test_going_past_the_peak_raises_it() -> None:
+    pool = sizing(floor=1)
+    pool.acquired(0.0)
+    pool.acquired(0.0)
+    assert pool.wanted(0.0) == 2
+    pool.acquired(1.0)
+    assert pool.wanted(1.0) == 3
+    for _ in range(3):
+        pool.released(2.0)
+    assert pool.wanted(2.0) == 3
 
 
 def test_the_peak_steps_down_as_older_levels_expire() -> None:
