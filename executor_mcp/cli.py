@@ -100,8 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     _integration_commands(commands)
     _connection_commands(commands)
 
-    # How the single binary re-executes itself as a sandbox worker; not for people.
+    # How the single binary re-executes itself as a sandbox worker, or as the zygote that forks them; not for people.
     commands.add_parser("sandbox-worker")
+    commands.add_parser("sandbox-zygote")
     return parser
 
 
@@ -184,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from executor_mcp.sandbox.worker import main as worker_main  # light: the worker needs no server
 
         return worker_main()
+    if args.command == "sandbox-zygote":
+        from executor_mcp.sandbox.zygote import main as zygote_main
+
+        return zygote_main()
     try:
         settings = load_settings(vars(args))
     except ConfigError as exc:

@@ -8,6 +8,8 @@ import pytest
 import trio
 from mcp import Client
 
+from executor_mcp.sandbox.worker import ADDRESS_SPACE_LIMIT
+from tests import sandbox_processes
 from tests.conftest import ServerUnderTest, start_server
 from tests.sdk import connect, text_of
 from tests.sdk import execute as run
@@ -159,21 +161,8 @@ async def test_no_host_capabilities(client: Client) -> None:
 
 
 def _sandbox_workers() -> list[int]:
-    """Pids of the sandbox worker processes this test process started (the in-process server's)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read()
-        except OSError:
-            continue
-        if parent == os.getpid() and b"executor_mcp.sandbox.worker" in command:
-            pids.append(int(entry))
-    return pids
+    """Pids of the sandbox workers this test process started (the in-process server's), spawned or forked."""
+    return sandbox_processes.workers(os.getpid())
 
 
 async def test_a_killed_worker_fails_its_execution_and_the_pool_recovers(client: Client) -> None:
@@ -191,20 +180,39 @@ async def test_a_killed_worker_fails_its_execution_and_the_pool_recovers(client:
 
 
 async def test_workers_start_with_nothing_inherited(client: Client) -> None:
-    assert text_of(await run(client, "return 1")) == "1"
+    """Spawned and forked workers alike, and the zygote that forks them."""
+
+    async def overlapping() -> None:
+        assert text_of(await run(client, "await new Promise((resolve) => setTimeout(resolve, 200)); return 1")) == "1"
+
+    # Until the zygote is ready (it may still be importing), new workers are spawned; each round of more
+    # executions at once than the last makes the pool start more, which the zygote forks once it can.
+    with trio.fail_after(30):
+        for at_once in range(1, 20):
+            if any(sandbox_processes.children(zygote, sandbox_processes.ZYGOTE) for zygote in _zygotes()):
+                break
+            async with trio.open_nursery() as nursery:
+                for _ in range(at_once):
+                    nursery.start_soon(overlapping)
     workers = _sandbox_workers()
     assert workers
-    for pid in workers:
+    for pid in [*workers, *_zygotes()]:
         assert _environment(pid) == b""
         assert os.readlink(f"/proc/{pid}/cwd") == "/"
         descriptors = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
         assert descriptors <= {0, 1, 2}, descriptors
+    for pid in workers:
         # A spare may still be importing; it confines itself before it reads its first request.
         with trio.fail_after(10):
             while (limits := _limits(pid))["Max open files"][:2] != ["16", "16"]:  # noqa: ASYNC110
                 await trio.sleep(0.05)
         assert limits["Max file size"][:2] == ["0", "0"]
         assert limits["Max core file size"][:2] == ["0", "0"]
+        assert limits["Max address space"][:2] == [str(ADDRESS_SPACE_LIMIT)] * 2
+
+
+def _zygotes() -> list[int]:
+    return sandbox_processes.zygotes(os.getpid())
 
 
 def _environment(pid: int) -> bytes:

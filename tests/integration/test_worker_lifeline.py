@@ -1,4 +1,4 @@
-"""Sandbox workers die with their server, also when it is SIGKILLed mid-execution and cannot clean up."""
+"""Sandbox workers and the zygote die with their server, also when it is SIGKILLed and cannot clean up."""
 
 import contextlib
 import os
@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 import trio
 
+from tests import sandbox_processes
 from tests.mcp_http import open_session, post
 from tests.process import server_process
 from tests.tools import call_body
@@ -14,41 +15,25 @@ from tests.tools import call_body
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name, or None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def _workers_of(parent: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or (fields := _stat(int(entry))) is None or int(fields[1]) != parent:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if b"executor_mcp.sandbox.worker" in cmdline.read():
-                    pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
-def _alive(pid: int) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[0] != "Z"  # a zombie has stopped; only its reaping is left
-
-
 def _cpu_seconds(pid: int) -> float:
-    fields = _stat(pid)
+    fields = sandbox_processes.stat_fields(pid)
     return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+async def _all_gone(pids: list[int]) -> None:
+    with trio.fail_after(5):
+        while any(sandbox_processes.alive(pid) for pid in pids):  # noqa: ASYNC110
+            await trio.sleep(0.05)
+
+
+def _kill_leftovers(pids: list[int]) -> None:
+    for pid in pids:  # only if the test failed: these are the processes our server started
+        if sandbox_processes.alive(pid):
+            os.kill(pid, 9)
+
+
 async def test_a_busy_worker_dies_when_its_server_is_killed(tmp_path: Path, http: httpx.AsyncClient) -> None:
-    workers: list[int] = []
+    processes: list[int] = []
     try:
         async with server_process(tmp_path / "data", "--execution-cpu-limit", "300") as server:
             session_id = await open_session(http, server.url)
@@ -61,16 +46,41 @@ async def test_a_busy_worker_dies_when_its_server_is_killed(tmp_path: Path, http
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(busy)
                 with trio.fail_after(30):
-                    while not any(_cpu_seconds(pid) > 0.5 for pid in workers):
+                    while not any(_cpu_seconds(pid) > 0.5 for pid in processes):
                         await trio.sleep(0.1)
-                        workers = _workers_of(server.process.pid)
+                        pid = server.process.pid
+                        processes = sandbox_processes.workers(pid) + sandbox_processes.zygotes(pid)
                 server.kill()
                 await server.process.wait()
-                with trio.fail_after(5):
-                    while any(_alive(pid) for pid in workers):  # noqa: ASYNC110
-                        await trio.sleep(0.05)
+                await _all_gone(processes)
                 nursery.cancel_scope.cancel()
     finally:
-        for pid in workers:  # only if the test failed: these are the workers our server started
-            if _alive(pid):
-                os.kill(pid, 9)
+        _kill_leftovers(processes)
+
+
+async def test_the_zygote_and_its_idle_workers_die_when_their_server_is_killed(
+    tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    processes: list[int] = []
+    try:
+        async with server_process(tmp_path / "data") as server:
+            session_id = await open_session(http, server.url)
+            pid = server.process.pid
+            overlapping = "await new Promise((resolve) => setTimeout(resolve, 200)); return 1"
+            # Each round has more executions at once than the last, so the pool starts more workers: forked
+            # ones once the zygote is ready.
+            with trio.fail_after(30):
+                for at_once in range(1, 20):
+                    zygotes = sandbox_processes.zygotes(pid)
+                    if any(sandbox_processes.children(zygote, sandbox_processes.ZYGOTE) for zygote in zygotes):
+                        break
+                    async with trio.open_nursery() as nursery:
+                        for request in range(at_once):
+                            body = call_body(request + 2, "execute", code=overlapping)
+                            nursery.start_soon(post, http, server.url, body, session_id)
+            processes = sandbox_processes.workers(pid) + sandbox_processes.zygotes(pid)
+            server.kill()
+            await server.process.wait()
+            await _all_gone(processes)
+    finally:
+        _kill_leftovers(processes)
