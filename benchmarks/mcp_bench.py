@@ -6,6 +6,7 @@ descendant (the sandbox workers count). Phases, in mcp-bench's order: a probe se
 opened on the idle server, then DELETEd), `a` initialize+initialized, `b` tools/list, `c` sequential
 tools/call, `tp` concurrent sessions calling for `--duration` seconds each. Then `disposed`: a second
 server with a short `--session-timeout`, sessions opened and left until their runtimes are disposed of.
+With `--url` and `--pid` it measures a server already running instead (and skips `disposed`).
 Every loop is bounded by its count and by `--max-phase` seconds.
 """
 
@@ -24,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -75,6 +77,8 @@ class Options:
     phases: frozenset[str] = frozenset(PHASES)
     dispose_after: float = 1.0
     keep_sse_connections: bool = False
+    url: str | None = None
+    pid: int | None = None
 
     def client(self, url: str) -> Client:
         return Client(url, self.timeout, keep_sse_connections=self.keep_sse_connections)
@@ -144,12 +148,14 @@ def read_tree(root: int) -> ProcessTree:
 class Server:
     url: str
     pid: int
-    log: Path
+    log: Path | None = None  # the stderr of a server this bench started
 
     def tree(self) -> ProcessTree:
         return read_tree(self.pid)
 
     def disposals(self) -> int:
+        if self.log is None:
+            raise RuntimeError("disposals are counted only on a server this bench started")
         return self.log.read_bytes().count(_DISPOSED)
 
 
@@ -189,6 +195,17 @@ async def running_server(*extra: str) -> AsyncIterator[Server]:
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
+
+
+@asynccontextmanager
+async def _attached(url: str, pid: int | None) -> AsyncIterator[Server]:
+    """A server someone else started (for a side-by-side with mcp-bench on one process); loopback only."""
+    host = urlsplit(url).hostname or ""
+    if host != "localhost" and not (host.startswith("127.") or host == "::1"):
+        raise SystemExit(f"refusing non-loopback target {host!r}")
+    if pid is None:
+        raise SystemExit("--url needs --pid: the figures come from /proc")
+    yield Server(url=url, pid=pid)
 
 
 # -- phases -----------------------------------------------------------------------------------------
@@ -420,7 +437,8 @@ def _progress(text: str) -> None:
 async def bench(options: Options) -> dict[str, object]:
     started_at = _now()
     phases: dict[str, object] = {}
-    async with running_server() as server:
+    target = _attached(options.url, options.pid) if options.url else running_server()
+    async with target as server:
         client = options.client(server.url)
         try:
             facts: dict[str, object] = {"beforeFirstRequest": server.tree().snapshot()}
@@ -451,7 +469,7 @@ async def bench(options: Options) -> dict[str, object]:
             await client.aclose()
     if "memory" in phases:
         phases["memory"]["warmWorkers"] = {"idle": idle.workers(), "final": final.workers()}
-    if "disposed" in options.phases and options.sessions > 0:
+    if "disposed" in options.phases and options.sessions > 0 and not options.url:
         phases.setdefault("memory", {})["disposed"] = await disposal(options)
         _progress(f"disposed: {phases['memory']['disposed']['rssPerDisposedSessionKiB']} KiB per session")
     server_keys = ("beforeFirstRequest", "serverInfo", "protocolVersion", "capabilities", "tools")
@@ -508,6 +526,8 @@ def parse_options(argv: list[str]) -> tuple[Options, bool]:
         action="store_true",
         help="reuse connections after SSE answers too (mcp-bench's fetch does not: see benchmarks/mcp_client.py)",
     )
+    parser.add_argument("--url", help="an MCP URL on this machine to measure instead of starting a server")
+    parser.add_argument("--pid", type=int, help="with --url: the server's pid (its tree's RSS and CPU are read)")
     parser.add_argument("--lines", action="store_true", help="print the memory figures as lines, not JSON")
     args = parser.parse_args(argv)
     if not 1 <= args.n <= 100_000 or not 0 <= args.warmup <= 10_000 or not 0 <= args.sessions <= 10_000:
@@ -529,6 +549,8 @@ def parse_options(argv: list[str]) -> tuple[Options, bool]:
         phases=args.phases,
         dispose_after=args.dispose_after,
         keep_sse_connections=args.keep_sse_connections,
+        url=args.url,
+        pid=args.pid,
     )
     return options, args.lines
 
