@@ -394,12 +394,13 @@ async def disposal(options: Options) -> dict[str, object]:
                 opened += 1
             waiting = time.perf_counter()
             disposed = await _await_disposals(server, 1 + opened, options) - 1
+            waited = time.perf_counter() - waiting
             await trio.sleep(SETTLE)
             readings = DisposalReadings(
                 session_timeout_s=options.dispose_after,
                 opened=opened,
                 disposed=disposed,
-                wait_s=time.perf_counter() - waiting,
+                wait_s=waited,
                 before_open=before_open,
                 after_disposal=server.tree(),
             )
