@@ -25,6 +25,7 @@ import trio
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.browser import BrowserGuard
+from executor_mcp.transport.last_write import JOIN_NEXT
 
 AsgiApp = Callable[[Any, Any, Any], Any]
 _NO_BODY_STATUSES = frozenset({204, 304})
@@ -54,6 +55,12 @@ class RequestHeaders(Mapping[str, str]):
         return len(self._values)
 
 
+class LastChunk(bytes):
+    """A streamed body's final chunk, sent as the body's last message (written with the end of the body,
+    see `last_write.py`) instead of being followed by an empty one: a client that stops reading once it
+    has its answer then finds the body complete, and keeps the connection."""
+
+
 @attrs.define
 class Answer:
     """A response before it is sent: bytes get a `Content-Length`; an async iterator is streamed."""
@@ -61,6 +68,7 @@ class Answer:
     status: int
     body: bytes | AsyncGenerator[bytes, None] = b""
     headers: dict[str, str] = attrs.Factory(dict)
+    first_chunk_at_once: bool = False  # a streamed body's first chunk is ready now: written with the head
 
 
 @attrs.frozen
@@ -183,18 +191,45 @@ class Exchange:
         streamed = not isinstance(answer.body, bytes)
         if not streamed and answer.status not in _NO_BODY_STATUSES:
             headers.append((b"content-length", str(len(answer.body)).encode()))
-        await self._send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        start = {"type": "http.response.start", "status": answer.status, "headers": headers}
+        if not streamed or answer.first_chunk_at_once:
+            start[JOIN_NEXT] = True
+        await self._send(start)
         if isinstance(answer.body, bytes):
             await self._send_last(answer.body)
             return
+        ended = False
         async with contextlib.aclosing(answer.body) as chunks:  # a disconnect can leave it suspended at a yield
             async for chunk in chunks:
-                await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await self._send_last(b"")
+                if ended:
+                    continue  # nothing goes out after the end
+                if isinstance(chunk, LastChunk):
+                    await _let_a_departure_arrive()
+                    await self._send_last(bytes(chunk))
+                    ended = True
+                else:
+                    await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if not ended:
+            await self._send_last(b"")
 
     async def _send_last(self, body: bytes) -> None:
         with trio.CancelScope(shield=True):
             await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _let_a_departure_arrive() -> None:
+    """Before the last chunk: give a disconnect already queued on the socket the few scheduler turns it
+    takes (the connection's reader, then our watcher) to cancel the exchange.
+
+    The last chunk and the end of the body go out in one write, after which the stream counts as
+    delivered; a client that left meanwhile (its `FIN` not read yet) would have it written to a dead
+    socket and lost. Cancelled here instead, the stream's generator is closed at its last `yield`, so the
+    stream is kept for a GET (at-least-once)."""
+    for _ in range(_DEPARTURE_TURNS):
+        await trio.lowlevel.checkpoint()
+
+
+_DEPARTURE_TURNS = 3
 
 
 @attrs.define

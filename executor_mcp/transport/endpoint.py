@@ -62,6 +62,7 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport import last_write
 from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, declares_body
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
@@ -157,7 +158,7 @@ class McpEndpoint:
         stream = session.open_stream(len(requests), PRIMING if streaming else None)
         calls = [session.start_call(r, stream) for r in requests]
         if streaming:
-            return _event_stream(stream_events(session, stream, calls))
+            return _event_stream(stream_events(session, stream, calls), primed=True)
         return await self._json_answer(session, stream, calls, batch)
 
     async def _initialize(self, exchange: Exchange, message: Request, raw: bytes, principal: Principal) -> Answer:
@@ -206,8 +207,10 @@ class McpEndpoint:
         return _empty(200)
 
 
-def _event_stream(events: AsyncGenerator[bytes, None]) -> Answer:
-    return Answer(200, events, {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cache"})
+def _event_stream(events: AsyncGenerator[bytes, None], *, primed: bool = False) -> Answer:
+    """`primed`: the stream opens with its priming event, there at once (a GET stream may wait for its first)."""
+    headers = {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cache"}
+    return Answer(200, events, headers, first_chunk_at_once=primed)
 
 
 def _empty(status: int) -> Answer:
@@ -334,6 +337,7 @@ def create_app(
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
     Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
     routes are absent; without `handoffs` too, the connect page."""
+    last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
     app = _App("executor_mcp", static_folder=None)

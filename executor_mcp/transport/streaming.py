@@ -12,6 +12,7 @@ import trio
 
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Comment, Listener, Stream
+from executor_mcp.transport.asgi import LastChunk
 from executor_mcp.transport.sse import (
     KEEPALIVE,
     MAX_AGE_ROTATION,
@@ -31,9 +32,12 @@ async def stream_events(session: Session, stream: Stream, calls: list[Call]):
     cursor, complete = 0, False
     try:
         while events := await stream.read(cursor):
-            for event in events:
-                yield message_event(event.payload, event_id(stream.id, event.seq))
             cursor = events[-1].seq
+            frames = b"".join(message_event(event.payload, event_id(stream.id, event.seq)) for event in events)
+            if stream.finished:  # nothing more will come: these end the body
+                yield LastChunk(frames)
+                break
+            yield frames
         complete = True
     finally:
         if complete:

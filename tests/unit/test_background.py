@@ -92,6 +92,10 @@ async def test_executions_ending_together_start_only_the_missing_spares(tmp_path
                 await trio.sleep(0.1)
             await trio.sleep(1)  # and any start too many would show by now
             stats = pool.stats()
+            for _ in range(100):  # a process the pool started may not have run its `echo` yet
+                if len(started.read_text().splitlines()) >= stats.started:
+                    break
+                await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
     # The floor's 2 spares (which the leases may have outrun: then they were let go), the leases' 10, and
     # the peak of 10 kept warm after.
