@@ -122,15 +122,13 @@ class Exchange:
 
     def __init__(self, scope: Any, receive: Any, send: Any, *, body_limit: int, body_seconds: float) -> None:
         self.method: str = scope["method"]
-        self.path: str = scope["path"]
         self.headers = RequestHeaders(scope["headers"])
         self._query: bytes = scope.get("query_string", b"")
         self._receive = receive
         self._send = send
         self._limit = body_limit
         self._seconds = body_seconds
-        self._chunks: list[bytes] = []
-        self._size = 0
+        self._body = bytearray()  # one buffer: a body sent as millions of tiny chunks costs no more
         self._too_large = False
         self._arrived = trio.Event()
         self.received = False  # the client sent its whole body
@@ -151,7 +149,9 @@ class Exchange:
             raise Refused(Refusal.BODY_TOO_LARGE)
         if not self._arrived.is_set():
             raise Refused(Refusal.BODY_TIMEOUT)
-        return b"".join(self._chunks)
+        body = bytes(self._body)
+        self._body = bytearray()  # not kept for the life of the exchange (a stream's, say)
+        return body
 
     async def serve(self, handle: Callable[["Exchange"], Any], finishing: Callable[["Exchange"], Finish]) -> None:
         """Run `handle` (which returns the `Answer`) and send what it answers; a disconnect cancels both."""
@@ -172,13 +172,12 @@ class Exchange:
             if message["type"] == "http.request":
                 chunk = message.get("body", b"")
                 if not self._too_large:
-                    self._size += len(chunk)
-                    if self._size > self._limit:
+                    if len(self._body) + len(chunk) > self._limit:
                         self._too_large = True
-                        self._chunks.clear()
+                        self._body = bytearray()
                         self._arrived.set()
                     else:
-                        self._chunks.append(chunk)
+                        self._body += chunk
                 if not message.get("more_body", False):
                     self.received = True
                     self._arrived.set()
@@ -217,9 +216,14 @@ class Exchange:
             await self._send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+_DEPARTURE_TURNS = 3
+
+
 async def _let_a_departure_arrive() -> None:
     """Before the last chunk: give a disconnect already queued on the socket the few scheduler turns it
-    takes (the connection's reader, then our watcher) to cancel the exchange.
+    takes (the connection's reader, then our watcher) to cancel the exchange. Best effort: it narrows the
+    window in which an answer goes to a client that has left, it cannot close it (nothing can, short of
+    the client's acknowledgement).
 
     The last chunk and the end of the body go out in one write, after which the stream counts as
     delivered; a client that left meanwhile (its `FIN` not read yet) would have it written to a dead
@@ -227,9 +231,6 @@ async def _let_a_departure_arrive() -> None:
     stream is kept for a GET (at-least-once)."""
     for _ in range(_DEPARTURE_TURNS):
         await trio.lowlevel.checkpoint()
-
-
-_DEPARTURE_TURNS = 3
 
 
 @attrs.define

@@ -89,14 +89,13 @@ class McpEndpoint:
         self._guard = guard
 
     async def serve(self, exchange: Exchange) -> Answer:
-        """The answer to one exchange, refusals and defects included; with its CORS headers."""
+        """The answer to one exchange, refusals and defects included (the edge adds CORS and `Connection`)."""
         try:
-            answer = await self._dispatch(exchange)
+            return await self._dispatch(exchange)
         except Refused as exc:
-            answer = _refusal_answer(exc)
+            return _refusal_answer(exc)
         except Exception as exc:
-            answer = _refusal_answer(_defect_refusal(exc))
-        return answer
+            return _refusal_answer(_defect_refusal(exc))
 
     async def _dispatch(self, exchange: Exchange) -> Answer:
         if (refusal := self._guard.refusal(exchange.headers)) is not None:

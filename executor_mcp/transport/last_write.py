@@ -12,8 +12,8 @@ So, on HTTP/1.1 connections, the bytes hypercorn produces while handling one ASG
 together (a final body chunk goes out with the end of the body), and a message the app marks with
 `JOIN_NEXT` is written with the next one (the exchange marks a head whose first body chunk follows at
 once). A JSON answer is one write; a `tools/call` stream two (head with priming event, answer with end).
-Held bytes are written before anything else happens on the connection (a close, say), and when the app
-is done.
+Held bytes are written when the body ends (before hypercorn makes the connection ready for the next
+request), before any other event of the connection (a close, say), and when the app is done.
 
 hypercorn is pinned; `install` refuses any other version (this leans on how it hands events to its
 protocol), and the server then works as before, one write per event.
@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hypercorn.events import Event, RawData
+from hypercorn.protocol.events import EndBody
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.protocol.http_stream import HTTPStream
 
@@ -69,7 +70,7 @@ def install() -> bool:
     if version != SUPPORTED_HYPERCORN:
         log.warning("hypercorn %s: response bytes are written event by event", version)
         return False
-    app_send = HTTPStream.app_send
+    app_send, stream_send = HTTPStream.app_send, H11Protocol.stream_send
 
     async def joined_app_send(self: HTTPStream, message: Any) -> None:
         writes = _writes_of(self)
@@ -84,8 +85,16 @@ def install() -> bool:
         if message is None or not message.get(JOIN_NEXT):
             await writes.flush()
 
+    async def flushing_stream_send(self: H11Protocol, event: Any) -> None:
+        # The body is done: its bytes go out now, before hypercorn recycles the connection for the next
+        # request (whose reader must not start before this write, or the idle timer is re-armed after it).
+        await stream_send(self, event)
+        if isinstance(event, EndBody) and isinstance(self.send, _JoinedWrites):
+            await self.send.flush()
+
     joined_app_send._executor_joined = True  # type: ignore[attr-defined]
     HTTPStream.app_send = joined_app_send  # type: ignore[method-assign]
+    H11Protocol.stream_send = flushing_stream_send  # type: ignore[method-assign]
     return True
 
 
