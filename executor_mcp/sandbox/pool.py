@@ -22,7 +22,6 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import attrs
@@ -34,6 +33,7 @@ from executor_mcp.sandbox.processes import (
     WorkerProcess,
     Zygote,
     ZygoteBroken,
+    ZygoteUnavailable,
     open_isolated,
     relay_stderr,
     worker_command,
@@ -212,6 +212,7 @@ class WorkerPool:
     async def _let_surplus_go(self) -> None:
         change = self._sizing.next_change()
         await trio.sleep_until(change if change is not None else trio.current_time() + self._sizing.window)
+        self._idle = deque(worker for worker in self._idle if worker.alive)  # the dead are no surplus to kill
         for _ in range(self._sizing.surplus(trio.current_time(), len(self._idle))):
             self._idle.popleft().kill()
 
@@ -249,7 +250,13 @@ class WorkerPool:
         delays = ZYGOTE_BACKOFF.delays()
         while True:
             started = trio.current_time()
-            await retrying("running the sandbox zygote", partial(self._run_zygote, command), ZYGOTE_BACKOFF)
+            try:
+                await self._run_zygote(command)
+            except ZygoteUnavailable as exc:
+                log.warning("%s: sandbox workers are spawned, not forked", exc)
+                return
+            except Exception as exc:
+                log.warning("the sandbox zygote failed (%s); starting another", exc)
             if trio.current_time() - started > ZYGOTE_BACKOFF.ceiling:
                 delays = ZYGOTE_BACKOFF.delays()  # it had been fine for a while: not a crash loop
             await trio.sleep(next(delays))

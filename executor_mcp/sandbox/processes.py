@@ -7,6 +7,7 @@ which the zygote opened before the child could be reaped and so names that proce
 """
 
 import array
+import contextlib
 import logging
 import os
 import select
@@ -18,7 +19,7 @@ from typing import Protocol
 
 import trio
 
-from executor_mcp.sandbox.zygote import PID, READY
+from executor_mcp.sandbox.zygote import FORK_FAILED, PID, READY, UNABLE
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class ForkedProcess:
             poller = select.poll()
             poller.register(self._pidfd, select.POLLIN)
             self._gone = bool(poller.poll(0))  # a pidfd turns readable when its process exits
+            if self._gone:
+                self._reap()
         return self._gone or self._pidfd < 0
 
     def describe_exit(self) -> str:
@@ -138,6 +141,13 @@ class ForkedProcess:
         if not self.exited:
             await trio.lowlevel.wait_readable(self._pidfd)
             self._gone = True
+            self._reap()
+
+    def _reap(self) -> None:
+        """Its parent is the zygote, which reaps it; but a zygote that died leaves its workers to the nearest
+        subreaper, which may be the server (as PID 1 in a container), and then nobody else would."""
+        with contextlib.suppress(ChildProcessError):  # not ours to reap: the zygote did
+            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG)
 
     def release(self) -> None:
         if self._pidfd >= 0:
@@ -147,6 +157,14 @@ class ForkedProcess:
 
 class ZygoteBroken(OSError):
     """The zygote did not fork a worker: it died, is being replaced, or stopped answering."""
+
+
+class ForkFailed(ZygoteBroken):
+    """The zygote could not fork this once (out of processes or memory); it goes on, and the start spawns."""
+
+
+class ZygoteUnavailable(ZygoteBroken):
+    """This system cannot run a zygote (no pidfds: an old kernel, or a seccomp profile that denies them)."""
 
 
 class Zygote:
@@ -164,12 +182,17 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = await open_isolated(command, stdin=theirs.fileno(), stdout=subprocess.DEVNULL)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         zygote = cls(process, trio.socket.from_stdlib_socket(ours))
         try:
             with trio.fail_after(ZYGOTE_START_TIMEOUT):
                 ready = await zygote._channel.recv(len(READY))
+            if ready == UNABLE:
+                raise ZygoteUnavailable("this system has no pidfds (pidfd_open, pidfd_send_signal)")
             if ready != READY:
                 raise ZygoteBroken(f"the sandbox zygote exited while starting ({_describe(process.poll())})")
         except BaseException:
@@ -181,33 +204,41 @@ class Zygote:
         async with self._lock:
             if self._broken:
                 raise ZygoteBroken("the sandbox zygote is being replaced")
-            stdin_read, stdin_write = os.pipe()
-            stdout_read, stdout_write = os.pipe()
-            stderr_read, stderr_write = os.pipe()
-            ours = [stdin_write, stdout_read, stderr_read]
+            theirs: list[int] = []  # the child's ends, closed here once sent
+            ours: list[int] = []
             try:
+                for child_reads in (True, False, False):  # stdin, stdout, stderr; a failed one leaks none
+                    read, write = os.pipe()
+                    theirs.append(read if child_reads else write)
+                    ours.append(write if child_reads else read)
                 # Shielded: a request whose reply went unread would pair the next request with it.
                 with trio.CancelScope(shield=True), trio.move_on_after(FORK_TIMEOUT) as waited:
-                    pid, pidfd = await self._exchange([stdin_read, stdout_write, stderr_write])
+                    pid, pidfd = await self._exchange(theirs)
                 if waited.cancelled_caught:
                     raise ZygoteBroken(f"the sandbox zygote did not fork within {FORK_TIMEOUT:g}s")
-            except BaseException:
-                self._break()
+            except BaseException as exc:
+                if not isinstance(exc, ForkFailed):
+                    self._break()
                 for fd in ours:
                     os.close(fd)
                 raise
             finally:
-                for fd in (stdin_read, stdout_write, stderr_write):
+                for fd in theirs:
                     os.close(fd)
-        return ForkedProcess(pid, pidfd, stdin_write, stdout_read, stderr_read)
+        stdin, stdout, stderr = ours
+        return ForkedProcess(pid, pidfd, stdin, stdout, stderr)
 
     async def _exchange(self, stdio: list[int]) -> tuple[int, int]:
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", stdio).tobytes())]
         try:
             await self._channel.sendmsg([b"f"], rights)
-            data, ancillary, _flags, _address = await self._channel.recvmsg(PID.size, _PIDFD_SPACE)
-        except OSError as exc:
+            data, ancillary, _flags, _address = await self._channel.recvmsg(
+                PID.size, _PIDFD_SPACE, socket.MSG_CMSG_CLOEXEC
+            )
+        except (OSError, trio.ClosedResourceError) as exc:
             raise ZygoteBroken(f"the sandbox zygote broke off: {exc}") from None
+        if data == FORK_FAILED and not ancillary:
+            raise ForkFailed("the sandbox zygote could not fork (see its log)")
         fds = array.array("i")
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -235,9 +266,10 @@ class Zygote:
         return _describe(self.process.poll())
 
     async def aclose(self) -> None:
-        self._break()
-        self._channel.close()
+        self._break()  # a fork in progress sees the zygote die and ends; then the socket is ours to close
         with trio.CancelScope(shield=True):
+            async with self._lock:
+                self._channel.close()
             await self.process.wait()
 
 

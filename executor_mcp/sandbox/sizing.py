@@ -47,7 +47,7 @@ class WarmPoolSizing:
         self.in_use -= 1
 
     def peak(self, now: float) -> int:
-        while self._levels and self._levels[0][0] < now - self.window:
+        while self._levels and self._levels[0][0] + self.window <= now:  # as `next_change` computes it
             self._levels.popleft()
         return max(self.in_use, self._levels[0][1] if self._levels else 0)
 

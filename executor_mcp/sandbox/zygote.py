@@ -23,10 +23,11 @@ Each worker has its own lifeline on its own stdin, so it does not depend on the 
 Requests and replies on the socket (SOCK_SEQPACKET, so each is one message), one at a time, after the
 zygote said it is ready (one byte, once its imports are done): the server sends one byte with three descriptors
 (the worker's stdin, stdout and stderr); the zygote answers with the child's pid as 4 bytes, big-endian,
-and its pidfd.
+and its pidfd, or with `FORK_FAILED` when the fork failed.
 """
 
 import array
+import gc
 import os
 import signal
 import socket
@@ -38,11 +39,18 @@ from executor_mcp.sandbox import worker
 
 PID = struct.Struct(">I")
 READY = b"r"
+UNABLE = b"n"  # instead of READY: this system has no pidfds, so the server cannot own forked workers
+FORK_FAILED = b"x"  # the answer to a request when the fork failed (the zygote goes on)
 STDIO = 3
 _FDS_SPACE = socket.CMSG_SPACE(STDIO * array.array("i").itemsize)
 
 
+_forking = False  # between a fork and its pidfd: the child must not be reaped yet
+
+
 def _reap(_signal: int, _frame: object) -> None:
+    if _forking:
+        return  # `_fork` reaps once the pidfd is open
     try:
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
             pass
@@ -76,21 +84,48 @@ def _become_worker(channel: socket.socket, stdio: list[int]) -> None:
 
 
 def _fork(channel: socket.socket, stdio: list[int]) -> None:
-    # SIGCHLD stays blocked until the child's pidfd is open: a child that dies at once is not reaped before.
+    """Fork a worker and send its pid and pidfd; a fork that fails is answered with nothing (the server then
+    spawns), and the zygote goes on."""
+    global _forking
+    # No reaping until the child's pidfd is open, so a child that dies at once is still there to name: the
+    # signal is blocked, and a handler already pending when it was blocked returns at once.
+    _forking = True
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    pidfd = -1
     try:
         pid = os.fork()
         if pid == 0:
             _become_worker(channel, stdio)
         pidfd = os.pidfd_open(pid)
+    except OSError as exc:
+        print(f"cannot fork a sandbox worker: {exc}", file=sys.stderr, flush=True)
     finally:
+        _forking = False
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         for fd in stdio:
             os.close(fd)
+    _reap(signal.SIGCHLD, None)
+    if pidfd < 0:
+        channel.sendall(FORK_FAILED)
+        return
     try:
         socket.send_fds(channel, [PID.pack(pid)], [pidfd])
     finally:
         os.close(pidfd)
+
+
+def _has_pidfds() -> bool:
+    try:
+        pidfd = os.pidfd_open(os.getpid())
+    except OSError:
+        return False
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(pidfd)
+    return True
 
 
 def serve(channel: socket.socket) -> None:
@@ -108,7 +143,14 @@ def serve(channel: socket.socket) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGCHLD, _reap)
+    # What the imports made is shared with every fork until written to; a collection in a worker would
+    # write to all of it (reference counts aside). Frozen, the collector leaves those pages shared.
+    gc.collect()
+    gc.freeze()
     channel = socket.socket(fileno=sys.stdin.fileno())
+    if not _has_pidfds():
+        channel.sendall(UNABLE)
+        return 0
     channel.sendall(READY)  # the imports are done: forks are cheap from now on
     serve(channel)
     return 0

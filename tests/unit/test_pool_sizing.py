@@ -100,3 +100,15 @@ def test_no_floor_means_no_spares_at_rest() -> None:
     assert pool.spares_missing(1.0, idle=0) == 1
     assert pool.spares_missing(6.1, idle=0) == 0
     assert pool.surplus(6.1, idle=1) == 1
+
+
+def test_a_peak_is_gone_at_the_very_moment_next_change_names() -> None:
+    """The trim sleeps until `next_change`; at that instant the peak must have dropped, or it would spin."""
+    pool = sizing(floor=1)
+    for _ in range(3):
+        pool.acquired(0.1)
+    for _ in range(3):
+        pool.released(0.3)
+    change = pool.next_change()
+    assert change is not None
+    assert pool.surplus(change, idle=3) == 2
