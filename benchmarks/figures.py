@@ -90,6 +90,7 @@ class ProcessReading:
     rss_kib: int
     cpu_s: float
     pss_kib: int | None = None
+    zygote: bool = False  # the process sandbox workers are forked from: no worker itself
 
 
 @attrs.frozen
@@ -111,12 +112,15 @@ class ProcessTree:
         return {"pids": len(self.readings), "rssMiB": round(self.rss_kib / 1024, 1), "cpuS": round(self.cpu_s, 2)}
 
     def workers(self) -> dict[str, float | int | None]:
-        """The server process apart from its descendants: every descendant is a sandbox worker process."""
-        server, workers = self.readings[0], self.readings[1:]
+        """The server process, the zygote, and the sandbox workers (every other descendant)."""
+        server = self.readings[0]
+        zygotes = [reading for reading in self.readings[1:] if reading.zygote]
+        workers = [reading for reading in self.readings[1:] if not reading.zygote]
         pss = [reading.pss_kib for reading in workers]
         known_pss = [value for value in pss if value is not None]
         return {
             "serverProcessRssMiB": round(server.rss_kib / 1024, 1),
+            "zygoteRssMiB": round(sum(r.rss_kib for r in zygotes) / 1024, 1) if zygotes else None,
             "workers": len(workers),
             "workerRssMiBMean": round(sum(r.rss_kib for r in workers) / len(workers) / 1024, 1) if workers else None,
             "workerRssMiBTotal": round(sum(r.rss_kib for r in workers) / 1024, 1),

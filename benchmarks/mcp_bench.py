@@ -76,7 +76,7 @@ class Options:
     max_phase: float = 120.0
     phases: frozenset[str] = frozenset(PHASES)
     dispose_after: float = 1.0
-    keep_sse_connections: bool = False
+    keep_sse_connections: bool = True
     url: str | None = None
     pid: int | None = None
 
@@ -98,11 +98,7 @@ class Options:
             "phases": sorted(self.phases),
             "disposeAfterS": self.dispose_after,
             "client": "raw HTTP/1.1 over trio sockets, keep-alive"
-            + (
-                ""
-                if self.keep_sse_connections
-                else "; a connection that carried an SSE answer is closed, as in mcp-bench"
-            ),
+            + ("" if self.keep_sse_connections else "; a connection that carried an SSE answer is closed"),
         }
 
 
@@ -136,6 +132,8 @@ def read_tree(root: int) -> ProcessTree:
                 rss_kib=parse_rss_kib(status) or 0,
                 cpu_s=stats[pid].cpu_ticks / CLOCK_TICKS,
                 pss_kib=parse_pss_kib(rollup) if rollup is not None else None,
+                # Forked workers show the zygote's command line too, but they are the zygote's children.
+                zygote=parents.get(pid) == root and "zygote" in (_read(f"/proc/{pid}/cmdline") or ""),
             )
         )
     return ProcessTree(tuple(readings))
@@ -286,10 +284,11 @@ async def memory(server: Server, client: Client, options: Options) -> dict[str, 
 
 
 async def handshake(server: Server, client: Client, options: Options) -> dict[str, object]:
-    for _ in range(options.warmup):
-        warm = Session(client)
-        await warm.open()
-        await warm.close()
+    with trio.move_on_after(options.max_phase):  # warm-ups are bounded in time too
+        for _ in range(options.warmup):
+            warm = Session(client)
+            await warm.open()
+            await warm.close()
     opened: list[Session] = []
     deletes: list[float] = []
 
@@ -319,8 +318,9 @@ async def handshake(server: Server, client: Client, options: Options) -> dict[st
 async def tools_list(server: Server, client: Client, options: Options) -> dict[str, object]:
     session = Session(client)
     await session.open()
-    for _ in range(options.warmup):
-        await session.rpc("tools/list", {})
+    with trio.move_on_after(options.max_phase):
+        for _ in range(options.warmup):
+            await session.rpc("tools/list", {})
     phase = await _sequential(server, options, lambda: session.rpc("tools/list", {}))
     await session.close()
     return phase
@@ -329,8 +329,9 @@ async def tools_list(server: Server, client: Client, options: Options) -> dict[s
 async def tools_call(server: Server, client: Client, options: Options) -> dict[str, object]:
     session = Session(client)
     await session.open()
-    for _ in range(options.warmup):
-        await session.call(options.tool, options.arguments)
+    with trio.move_on_after(options.max_phase):
+        for _ in range(options.warmup):
+            await session.call(options.tool, options.arguments)
     phase = await _sequential(server, options, lambda: session.call(options.tool, options.arguments))
     await session.close()
     return phase
@@ -523,9 +524,9 @@ def parse_options(argv: list[str]) -> tuple[Options, bool]:
         "--dispose-after", type=float, default=_DEFAULTS.dispose_after, help="--session-timeout of the second server"
     )
     parser.add_argument(
-        "--keep-sse-connections",
+        "--close-sse-connections",
         action="store_true",
-        help="reuse connections after SSE answers too (mcp-bench's fetch does not: see benchmarks/mcp_client.py)",
+        help="close a connection after each SSE answer, to show what a new connection per call costs",
     )
     parser.add_argument("--url", help="an MCP URL on this machine to measure instead of starting a server")
     parser.add_argument("--pid", type=int, help="with --url: the server's pid (its tree's RSS and CPU are read)")
@@ -549,7 +550,7 @@ def parse_options(argv: list[str]) -> tuple[Options, bool]:
         max_phase=args.max_phase,
         phases=args.phases,
         dispose_after=args.dispose_after,
-        keep_sse_connections=args.keep_sse_connections,
+        keep_sse_connections=not args.close_sse_connections,
         url=args.url,
         pid=args.pid,
     )

@@ -141,13 +141,14 @@ class Client:
     """Requests to one MCP endpoint over a pool of keep-alive connections, as fetch pools them: a request
     takes an idle connection or opens one, and gives it back when its answer is read.
 
-    Unless `keep_sse_connections`, a connection that carried an SSE answer is closed instead, which is what
-    mcp-bench's fetch ends up doing: it cancels the body once the answer is in, and an unfinished body
-    costs the connection. So every `tools/call` there pays a new connection, and the server's CPU and
-    latency figures include that; closing them here keeps the two benchmarks' figures comparable.
+    Unless `keep_sse_connections`, a connection that carried an SSE answer is closed instead: what fetch
+    (mcp-bench's client) does when the answer arrives before the end of the body, since it cancels the
+    body once the answer is in and an unfinished body costs the connection. The server writes the answer
+    with the end of the body (`executor_mcp/transport/last_write.py`), so fetch keeps them and so does
+    this client by default; closing them shows what a new connection per call costs.
     """
 
-    def __init__(self, url: str, timeout: float, *, keep_sse_connections: bool = False) -> None:
+    def __init__(self, url: str, timeout: float, *, keep_sse_connections: bool = True) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
             raise ValueError(f"an http://HOST:PORT/PATH URL is needed, not {url!r}")

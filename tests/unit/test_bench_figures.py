@@ -85,11 +85,21 @@ def test_workers_are_the_descendants_apart_from_the_server_process():
     workers = tree(60 * 1024, 10 * 1024, 20 * 1024, pss_kib=6 * 1024).workers()
     assert workers == {
         "serverProcessRssMiB": 60.0,
+        "zygoteRssMiB": None,
         "workers": 2,
         "workerRssMiBMean": 15.0,
         "workerRssMiBTotal": 30.0,
         "workerPssMiBMean": 6.0,
     }
+
+
+def test_the_zygote_is_reported_apart_from_the_workers():
+    readings = (ProcessReading(1, 60 * 1024, 0.0), ProcessReading(2, 18 * 1024, 0.0, zygote=True))
+    readings += (ProcessReading(3, 10 * 1024, 0.0), ProcessReading(4, 20 * 1024, 0.0))
+    workers = ProcessTree(readings).workers()
+    assert workers["zygoteRssMiB"] == 18.0
+    assert workers["workers"] == 2
+    assert workers["workerRssMiBTotal"] == 30.0
 
 
 def test_a_server_without_workers_has_no_mean_worker():
