@@ -175,6 +175,8 @@ class Integrations:
         self._clock = clock
         self._compiled: OrderedDict[str, CompiledCatalog] = OrderedDict()
         self._views: OrderedDict[tuple[str, str], View] = OrderedDict()
+        # What the execute description lists, asked by every tools/list: (revision, slugs) per caller.
+        self._connected: OrderedDict[tuple[str, str], tuple[int, list[str]]] = OrderedDict()
         # Compiling is CPU work in a thread, one at a time so a flood of specs cannot take every core, and each
         # account waits for its own turn first, so one account's flood of previews delays others by one compile.
         self._compiling = Turns(trio.CapacityLimiter(1))
@@ -217,6 +219,23 @@ class Integrations:
         while len(self._views) > VIEW_CACHE:
             self._views.popitem(last=False)
         return view
+
+    async def connected_integrations(self, principal: Principal) -> list[str]:
+        """The slugs of the integrations the caller has a connection to, one per connection, as of now."""
+        org = principal.org_id
+        if not org:
+            return []
+        key = (org, principal.account_id)
+        revision = await self._control.catalog_revision(org)
+        cached = self._connected.get(key)
+        if cached is not None and cached[0] == revision:
+            self._connected.move_to_end(key)
+            return list(cached[1])
+        slugs = [connection.integration for connection in await self._control.connections(org, principal.account_id)]
+        self._connected[key] = (revision, slugs)
+        while len(self._connected) > VIEW_CACHE:
+            self._connected.popitem(last=False)
+        return list(slugs)
 
     async def _catalog(self, integration: IntegrationRecord) -> CompiledCatalog | None:
         """The integration's compiled tools: from memory, else from LMDB, else compiled again from the

@@ -119,7 +119,7 @@ class CatalogStore:
     async def catalog_revision(self, org_id: str) -> int:
         """A counter bumped by every change of the org's integrations or connections, by any process: a
         cache of the org's tool catalog built at revision N is stale once this is not N."""
-        raw = await self._env.read(lambda txn: _get(txn, self._revisions, _key(org_id)))
+        raw = await self._env.read_now(lambda txn: _get(txn, self._revisions, _key(org_id)))
         return int(raw or 0)
 
     def _bump(self, txn, org_id: str) -> None:

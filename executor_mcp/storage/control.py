@@ -157,7 +157,7 @@ class ControlPlane(CatalogStore):
         txn.put(key, str(max(int(raw or 0) + change, 0)).encode(), db=self._owner_counts)
 
     async def owner_session_count(self, owner: Owner) -> int:
-        raw = await self._env.read(lambda txn: txn.get(_owner_prefix(owner), db=self._owner_counts))
+        raw = await self._env.read_now(lambda txn: txn.get(_owner_prefix(owner), db=self._owner_counts))
         return int(raw or 0)
 
     async def owner_sessions(self, owner: Owner) -> list[SessionRecord]:

@@ -2,8 +2,9 @@
 
 LMDB calls block (page faults, fsync), so every transaction runs whole (begin, work, commit) inside one
 `trio.to_thread.run_sync` call: a transaction never crosses threads and the trio loop never waits on
-disk. A per-environment `trio.Lock` serializes the calls, so waiting happens in trio instead of in
-worker threads, and so the map can be grown with no transaction open, which LMDB requires.
+disk. The exception is `read_now`, for point reads that every request makes (counters). A
+per-environment `trio.Lock` serializes the calls, so waiting happens in trio instead of in worker
+threads, and so the map can be grown with no transaction open, which LMDB requires.
 The thread calls are uncancellable on purpose: a session that is being torn down waits for its last
 commit before the environment closes.
 """
@@ -83,6 +84,13 @@ class Environment:
 
     async def read(self, work: Callable[[lmdb.Transaction], T]) -> T:
         return await self._run(work, write=False)
+
+    async def read_now(self, work: Callable[[lmdb.Transaction], T]) -> T:
+        """A point read of a few bytes, in this thread: a key or two of a page in memory costs microseconds,
+        a trip to a worker thread and back a fraction of a millisecond on every request that asks. Under the
+        lock all the same, so it never overlaps a map resize."""
+        async with self._lock:
+            return self._transact(work, False)
 
     async def write(self, work: Callable[[lmdb.Transaction], T]) -> T:
         return await self._run(work, write=True)

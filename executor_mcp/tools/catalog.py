@@ -194,7 +194,7 @@ class Catalog:
         """The integrations the caller has a connection to (what the execute description lists)."""
         if self._connected is None:
             return []
-        return [connection.integration for connection in await self._connected.connections(principal)]
+        return await self._connected.connected_integrations(principal)
 
     async def _view(self, principal: Principal) -> View:
         return await self._connected.view(principal) if self._connected is not None else EMPTY_VIEW
