@@ -58,8 +58,11 @@ class Environment:
     @classmethod
     async def create_whole(cls, path: Path, work: Callable[[lmdb.Transaction], object]) -> "Environment":
         """A new environment at `path` that appears there only complete: built under a temporary name
-        with `work` as its first transaction, then renamed, and opened in the same thread call. A crash
-        leaves no file or a whole one (and perhaps a `.partial` leftover for start-up recovery)."""
+        with `work` as its first transaction, then renamed, and kept open (one thread call in all). A crash
+        leaves no file or a whole one (and perhaps a `.partial` leftover for start-up recovery).
+
+        The open environment moves with its files: its lock file is renamed first, so a process that opens
+        `path` once the data file is there (an admin command) shares this lock file, never makes another."""
 
         def _build() -> lmdb.Environment:
             partial = partial_path(path)
@@ -68,12 +71,13 @@ class Environment:
             building = cls(lmdb.open(str(partial), subdir=False, map_size=INITIAL_MAP_SIZE), partial, MAX_MAP_SIZE)
             try:
                 building._transact(work, True)
-            finally:
+                os.rename(lock_path(partial), lock_path(path))
+                os.rename(partial, path)
+                sync_directory(path.parent)
+            except BaseException:
                 building._env.close()
-            os.rename(partial, path)
-            remove_files(partial)  # its lock file; the data file is already gone
-            sync_directory(path.parent)
-            return lmdb.open(str(path), subdir=False, map_size=INITIAL_MAP_SIZE, create=False)
+                raise
+            return building._env
 
         return cls(await trio.to_thread.run_sync(_build), path, MAX_MAP_SIZE)
 
@@ -119,9 +123,14 @@ class Environment:
                 self._env.set_mapsize(size * 2)
 
 
+def lock_path(path: Path) -> Path:
+    """The lock file LMDB keeps beside a `subdir=False` environment."""
+    return path.with_name(path.name + "-lock")
+
+
 def remove_files(path: Path) -> None:
     """Delete an environment's data and lock files; only once no process holds it open."""
-    for victim in (path, path.with_name(path.name + "-lock")):
+    for victim in (path, lock_path(path)):
         victim.unlink(missing_ok=True)
 
 
