@@ -28,8 +28,9 @@ async def executor(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> Ser
     return await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key, org_admin_claim=("role", "admin"))
 
 
-ADMIN = bearer(mint("ops", "acme", role="admin"))
-MEMBER = bearer(mint("bob", "acme"))
+# Minted when the suite is collected, long before these tests run on a slow machine: valid for a day.
+ADMIN = bearer(mint("ops", "acme", role="admin", expires_in=24 * 3600))
+MEMBER = bearer(mint("bob", "acme", expires_in=24 * 3600))
 
 
 async def add_tiny(http: httpx.AsyncClient, executor: ServerUnderTest) -> None:
