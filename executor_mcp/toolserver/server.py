@@ -46,7 +46,7 @@ class ToolServer:
         self._lease = lease
         self._ids = itertools.count(1)
         self._asked: dict[RequestId, Deferred[Message]] = {}
-        self._listed: list[Tool] | None = None
+        self._listing: JsonObject | None = None  # the `tools/list` result, made once per runtime (read only)
 
     async def handle(self, request: Request, notify: Send) -> Response | ErrorResponse:
         try:
@@ -84,12 +84,13 @@ class ToolServer:
             case "ping":
                 return {}
             case "tools/list":
-                if self._listed is None:
-                    self._listed = [
+                if self._listing is None:
+                    listed: list[Tool] = [
                         await entry.listing(self.meta) if entry.listing is not None else entry.tool
                         for entry in self._tools
                     ]
-                return tools_list_result(self._listed)
+                    self._listing = tools_list_result(listed)
+                return self._listing
             case "tools/call":
                 params: CallToolParams = structure_params(request.params, CallToolParams)
                 entry = self._tools.get(params.name)
