@@ -231,6 +231,13 @@ async def _timed_loop(
     return Timing(tuple(latencies), tuple(errors), time.perf_counter() - started, time.process_time() - cpu_started)
 
 
+async def _warm_up(options: Options, step: Callable[[], Awaitable[object]]) -> None:
+    """The unmeasured calls before a phase: `--warmup` of them, and never longer than `--max-phase`."""
+    with trio.move_on_after(options.max_phase):
+        for _ in range(options.warmup):
+            await step()
+
+
 async def _sequential(server: Server, options: Options, step, after=None) -> dict[str, object]:
     before = server.tree()
     timing = await _timed_loop(options.n, options.max_phase, step, after)
@@ -284,11 +291,12 @@ async def memory(server: Server, client: Client, options: Options) -> dict[str, 
 
 
 async def handshake(server: Server, client: Client, options: Options) -> dict[str, object]:
-    with trio.move_on_after(options.max_phase):  # warm-ups are bounded in time too
-        for _ in range(options.warmup):
-            warm = Session(client)
-            await warm.open()
-            await warm.close()
+    async def warm() -> None:
+        session = Session(client)
+        await session.open()
+        await session.close()
+
+    await _warm_up(options, warm)
     opened: list[Session] = []
     deletes: list[float] = []
 
@@ -318,9 +326,7 @@ async def handshake(server: Server, client: Client, options: Options) -> dict[st
 async def tools_list(server: Server, client: Client, options: Options) -> dict[str, object]:
     session = Session(client)
     await session.open()
-    with trio.move_on_after(options.max_phase):
-        for _ in range(options.warmup):
-            await session.rpc("tools/list", {})
+    await _warm_up(options, lambda: session.rpc("tools/list", {}))
     phase = await _sequential(server, options, lambda: session.rpc("tools/list", {}))
     await session.close()
     return phase
@@ -329,9 +335,7 @@ async def tools_list(server: Server, client: Client, options: Options) -> dict[s
 async def tools_call(server: Server, client: Client, options: Options) -> dict[str, object]:
     session = Session(client)
     await session.open()
-    with trio.move_on_after(options.max_phase):
-        for _ in range(options.warmup):
-            await session.call(options.tool, options.arguments)
+    await _warm_up(options, lambda: session.call(options.tool, options.arguments))
     phase = await _sequential(server, options, lambda: session.call(options.tool, options.arguments))
     await session.close()
     return phase
