@@ -15,8 +15,8 @@ from mcp import Client
 
 from tests.browser import chromium
 from tests.conftest import ServerUnderTest, start_server
-from tests.integration.test_connect_handoff import add_orders, handoff
-from tests.integration.test_integrations_e2e import SECRET, run, shop
+from tests.integration.test_connect_handoff import handoff
+from tests.integration.test_integrations_e2e import SECRET, add_orders_spec, run, shop
 from tests.upstream import Upstream, start_upstream
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ async def upstream(nursery: trio.Nursery) -> Upstream:
 async def test_a_person_pastes_the_key_in_a_browser_and_the_agent_calls_with_it(
     executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
 ) -> None:
-    await add_orders(http, executor, upstream)
+    await add_orders_spec(http, executor, upstream)
     data = await handoff(client, integration="orders", label="Shop key")
     async with chromium() as browser:
         page = await browser.new_page()

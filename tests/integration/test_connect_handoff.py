@@ -18,7 +18,7 @@ from executor_mcp.integrations.handoff import INSTRUCTIONS, HandoffBook
 from tests.auth_support import SECRET as AUTH_SECRET
 from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, start_server
-from tests.integration.test_integrations_e2e import SECRET, orders_spec, run, shop
+from tests.integration.test_integrations_e2e import SECRET, add_orders_spec, run, shop
 from tests.sdk import connect
 from tests.upstream import Answer, Upstream, start_upstream
 
@@ -50,16 +50,6 @@ async def upstream(nursery: trio.Nursery) -> Upstream:
     return await start_upstream(nursery, shop)
 
 
-async def add_orders(http: httpx.AsyncClient, server: ServerUnderTest, upstream: Upstream, **headers: str) -> None:
-    spec = json.dumps(orders_spec(upstream.url))
-    added = await http.post(
-        server.running.url + "/api/openapi/specs",
-        json={"spec": {"kind": "blob", "value": spec}, "slug": "orders"},
-        headers=headers,
-    )
-    assert added.status_code == 200, added.text
-
-
 async def handoff(client: Client, **args: Any) -> dict[str, Any]:
     answer = await run(client, f"return await tools.executor.coreTools.connections.createHandoff({json.dumps(args)});")
     assert answer["ok"] is True, answer
@@ -78,7 +68,7 @@ async def test_an_agent_hands_off_a_key_and_its_next_call_reaches_the_upstream_w
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level("DEBUG")
-    await add_orders(http, executor, upstream)
+    await add_orders_spec(http, executor, upstream)
     data = await handoff(client, integration="orders")
     assert data["instructions"] == INSTRUCTIONS
     url = urllib.parse.urlsplit(data["url"])
@@ -158,7 +148,7 @@ async def test_an_agent_hands_off_a_key_and_its_next_call_reaches_the_upstream_w
 async def test_a_link_expires_after_its_ttl(
     executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client, clock: Clock
 ) -> None:
-    await add_orders(http, executor, upstream)
+    await add_orders_spec(http, executor, upstream)
     data = await handoff(client, integration="orders", owner="org", label="Billing Team")
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(data["url"]).query)
     assert query == {"addAccount": ["1"], "owner": ["org"], "template": ["apikey-0"], "label": ["Billing Team"]}
@@ -177,7 +167,7 @@ async def test_a_link_expires_after_its_ttl(
 async def test_of_two_concurrent_posts_exactly_one_creates_the_connection(
     executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
 ) -> None:
-    await add_orders(http, executor, upstream)
+    await add_orders_spec(http, executor, upstream)
     data = await handoff(client, integration="orders")
     statuses: list[int] = []
 
@@ -195,7 +185,7 @@ async def test_of_two_concurrent_posts_exactly_one_creates_the_connection(
 async def test_a_mistake_on_the_page_costs_no_link_and_never_echoes_the_value(
     executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
 ) -> None:
-    await add_orders(http, executor, upstream)
+    await add_orders_spec(http, executor, upstream)
     await http.post(
         executor.running.url + "/api/connections",
         json={"owner": "user", "name": "main", "integration": "orders", "template": "apikey-0", "value": "old"},
@@ -228,7 +218,7 @@ async def test_a_mistake_on_the_page_costs_no_link_and_never_echoes_the_value(
 async def test_the_handoff_is_checked_when_asked_for(
     executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
 ) -> None:
-    await add_orders(http, executor, upstream)
+    await add_orders_spec(http, executor, upstream)
 
     async def refused(args: dict[str, Any]) -> str:
         answer = await run(
@@ -252,7 +242,7 @@ async def test_with_bearers_the_link_is_the_credential_and_connects_its_issuer_o
     key_file.write_bytes(AUTH_SECRET)
     server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key_file, allow_local_network=True)
     alice, bob = bearer(mint("alice", "acme")), bearer(mint("bob", "acme"))
-    await add_orders(http, server, upstream, **alice)
+    await add_orders_spec(http, server, upstream, **alice)
     async with connect(server.url, mode="legacy", headers=alice) as (client, _):
         data = await handoff(client, integration="orders")
     page = await http.get(data["url"])  # no bearer

@@ -149,12 +149,23 @@ async def api(http: httpx.AsyncClient, server: ServerUnderTest, method: str, pat
     return response.json()
 
 
-async def add_orders(http: httpx.AsyncClient, server: ServerUnderTest, upstream: Upstream) -> None:
+async def add_orders_spec(
+    http: httpx.AsyncClient, server: ServerUnderTest, upstream: Upstream, **headers: str
+) -> dict[str, Any]:
+    """The orders integration, as a blob, added by whoever `headers` authenticate."""
     spec = json.dumps(orders_spec(upstream.url))
-    added = await api(
-        http, server, "POST", "/api/openapi/specs", {"spec": {"kind": "blob", "value": spec}, "slug": "orders"}
+    added = await http.post(
+        server.running.url + "/api/openapi/specs",
+        json={"spec": {"kind": "blob", "value": spec}, "slug": "orders"},
+        headers=headers,
     )
-    assert added == {"slug": "orders", "toolCount": 3}
+    assert added.status_code == 200, added.text
+    return added.json()
+
+
+async def add_orders(http: httpx.AsyncClient, server: ServerUnderTest, upstream: Upstream) -> None:
+    """The orders integration and an org connection to it."""
+    assert await add_orders_spec(http, server, upstream) == {"slug": "orders", "toolCount": 3}
     connection = await api(
         http,
         server,
@@ -462,13 +473,7 @@ async def test_a_personal_connection_is_private_to_its_account_and_an_org_one_is
     key_file.write_bytes(AUTH_SECRET)
     server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key_file, allow_local_network=True)
     alice, bob = bearer(mint("alice", "acme")), bearer(mint("bob", "acme"))
-    spec = json.dumps(orders_spec(upstream.url))
-    added = await http.post(
-        server.running.url + "/api/openapi/specs",
-        json={"spec": {"kind": "blob", "value": spec}, "slug": "orders"},
-        headers=alice,
-    )
-    assert added.status_code == 200, added.text
+    await add_orders_spec(http, server, upstream, **alice)
     for who, owner, name in ((alice, "user", "personal"), (alice, "org", "main")):
         created = await http.post(
             server.running.url + "/api/connections",
