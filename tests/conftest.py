@@ -19,6 +19,7 @@ from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.context import CallContext, Interaction
 from executor_mcp.toolserver.registry import ToolFactory
+from tests.auth_support import SECRET as AUTH_SECRET
 from tests.sdk import connect
 
 
@@ -59,6 +60,13 @@ async def start_server(
 
     running = await nursery.start(partial(run))
     return ServerUnderTest(running=running, done=done)
+
+
+async def jwt_server(nursery: trio.Nursery, data_dir: Path, tmp_path: Path, **overrides: Any) -> ServerUnderTest:
+    """A server with `--auth jwt`, verifying HS256 bearers minted by `tests.auth_support.mint`."""
+    secret = tmp_path / "hs256.key"
+    secret.write_bytes(AUTH_SECRET)
+    return await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=secret, **overrides)
 
 
 @pytest.fixture

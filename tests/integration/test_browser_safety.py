@@ -7,8 +7,7 @@ import httpx
 import pytest
 import trio
 
-from tests.auth_support import SECRET
-from tests.conftest import ServerUnderTest, start_server
+from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.mcp_http import envelope, headers, initialize_body
 
 EVIL = "http://evil.example"
@@ -100,9 +99,7 @@ async def test_configured_origins_and_hosts_are_allowed(
 
 
 async def test_with_bearer_auth_cors_stays_open(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> None:
-    secret = tmp_path / "hs256.key"
-    secret.write_bytes(SECRET)
-    server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=secret)
+    server = await jwt_server(nursery, data_dir, tmp_path)
     async with httpx.AsyncClient(timeout=10) as http:
         response = await http.post(server.url, content=json.dumps(initialize_body()), headers=headers(origin=EVIL))
     assert response.status_code == 401  # the bearer decides, not the Origin

@@ -15,9 +15,8 @@ import trio
 from mcp import Client
 
 from executor_mcp.integrations.handoff import INSTRUCTIONS, HandoffBook
-from tests.auth_support import SECRET as AUTH_SECRET
 from tests.auth_support import bearer, mint
-from tests.conftest import ServerUnderTest, start_server
+from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.integration.test_integrations_e2e import SECRET, add_orders_spec, run, shop
 from tests.sdk import connect
 from tests.upstream import Answer, Upstream, start_upstream
@@ -238,9 +237,7 @@ async def test_the_handoff_is_checked_when_asked_for(
 async def test_with_bearers_the_link_is_the_credential_and_connects_its_issuer_only(
     nursery: trio.Nursery, data_dir: Path, tmp_path: Path, upstream: Upstream, http: httpx.AsyncClient
 ) -> None:
-    key_file = tmp_path / "hs256.key"
-    key_file.write_bytes(AUTH_SECRET)
-    server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key_file, allow_local_network=True)
+    server = await jwt_server(nursery, data_dir, tmp_path, allow_local_network=True)
     alice, bob = bearer(mint("alice", "acme")), bearer(mint("bob", "acme"))
     await add_orders_spec(http, server, upstream, **alice)
     async with connect(server.url, mode="legacy", headers=alice) as (client, _):

@@ -15,8 +15,8 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.auth_support import SECRET, bearer, mint
-from tests.conftest import ServerUnderTest, start_server
+from tests.auth_support import bearer, mint
+from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.mcp_http import headers, initialize_body, post, sse_messages
 from tests.sdk import execution_id, text_of
 
@@ -30,12 +30,6 @@ async def execute(client: Client, code: str):
 
 async def resume(client: Client, execution: str, action: str = "accept"):
     return await client.call_tool("resume", {"executionId": execution, "action": action})
-
-
-async def jwt_server(nursery: trio.Nursery, data_dir: Path, tmp_path: Path, **settings: Any) -> ServerUnderTest:
-    secret = tmp_path / "key"
-    secret.write_bytes(SECRET)
-    return await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=secret, **settings)
 
 
 @asynccontextmanager

@@ -12,9 +12,8 @@ import pytest
 import trio
 from mcp import Client
 
-from tests.auth_support import SECRET as AUTH_SECRET
 from tests.auth_support import bearer, mint
-from tests.conftest import ServerUnderTest, start_server
+from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.sdk import connect, execution_id, text_of
 from tests.upstream import Answer, Received, Upstream, start_upstream
 
@@ -469,9 +468,7 @@ async def test_code_alone_adds_a_spec_connects_without_auth_and_reads_an_ndjson_
 async def test_a_personal_connection_is_private_to_its_account_and_an_org_one_is_shared(
     nursery: trio.Nursery, data_dir: Path, tmp_path: Path, upstream: Upstream, http: httpx.AsyncClient
 ) -> None:
-    key_file = tmp_path / "hs256.key"
-    key_file.write_bytes(AUTH_SECRET)
-    server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=key_file, allow_local_network=True)
+    server = await jwt_server(nursery, data_dir, tmp_path, allow_local_network=True)
     alice, bob = bearer(mint("alice", "acme")), bearer(mint("bob", "acme"))
     await add_orders_spec(http, server, upstream, **alice)
     for who, owner, name in ((alice, "user", "personal"), (alice, "org", "main")):

@@ -10,8 +10,8 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.auth_support import SECRET, bearer, mint
-from tests.conftest import ServerUnderTest, start_server
+from tests.auth_support import bearer, mint
+from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.sdk import connect
 
 RULE = {"owner": "org", "pattern": "github.*", "action": "block"}
@@ -141,9 +141,7 @@ async def test_the_number_of_rules_is_bounded_per_owner(executor: ServerUnderTes
 async def test_one_orgs_writes_cost_another_org_nothing(
     nursery: trio.Nursery, data_dir: Path, tmp_path: Path, http: httpx.AsyncClient
 ) -> None:
-    secret = tmp_path / "hs256.key"
-    secret.write_bytes(SECRET)
-    server = await start_server(nursery, data_dir, auth="jwt", jwt_secret_file=secret)
+    server = await jwt_server(nursery, data_dir, tmp_path)
     api, evil = api_of(server), bearer(mint("eve", "evil"))
     acme_http = httpx2.AsyncClient(headers=bearer(mint("alice", "acme")))
     acme = Client(streamable_http_client(server.url, http_client=acme_http), mode="legacy")
