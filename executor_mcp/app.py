@@ -239,6 +239,7 @@ async def _serve(
     async with trio.open_nursery() as root:
         await root.start(pool.run)
         await root.start(manager.run)
+        root.start_soon(integrations.refresh_stale)
 
         async def http(task_status: trio.TaskStatus[list[str]]) -> None:
             await hypercorn.trio.serve(

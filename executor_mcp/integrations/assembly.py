@@ -25,7 +25,7 @@ async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncI
         yield Integrations(
             control,
             secrets,
-            {OPENAPI: OpenApiKind(outbound)},
+            {OPENAPI: OpenApiKind(outbound, max_source_bytes=settings.integration_max_spec_bytes)},
             outbound,
             max_source_bytes=settings.integration_max_spec_bytes,
         )

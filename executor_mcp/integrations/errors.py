@@ -83,3 +83,12 @@ class NotAdmin(IntegrationError):
 class ArgumentsRefused(ValueError):
     """A tool call's arguments that cannot make a request (pre-flight): `invalid_tool_arguments`, and
     nothing is sent. The message is upstream's (`Unknown argument "x". This operation accepts: ...`)."""
+
+
+class DiscoveryFailed(IntegrationError):
+    """A connection whose tools could not be listed (the server is unreachable, refused the credential, or
+    answered something that is not a tool list). The connection keeps the tools it last had."""
+
+    tag = "ToolDiscoveryError"
+    status = 502
+    code = "tool_discovery_failed"

@@ -1,16 +1,20 @@
 """Integrations, connections and compiled tools as plain records (no I/O).
 
 Stored records go through the shared strict converter (`storage.records.encode/decode`). A compiled
-catalog is what one source (an OpenAPI document today) compiles into, once per content hash; every
-connection of every integration holding that source shares it.
+catalog is what one source compiles into, once per content hash; every connection holding that source shares
+it. The source is the integration's (an OpenAPI document, a GraphQL schema snapshot) or, for kinds whose
+tools depend on who asks (an MCP server, a GraphQL endpoint introspected with the connection's credential),
+the connection's own: what discovery answered for it.
 """
 
 import attrs
 
-from executor_mcp.codec import JsonObject
+from executor_mcp.codec import JsonObject, converter, dumps, loads
 
 # Kinds of integration. `executor` is the built-in one, whose tools the server provides itself.
 OPENAPI = "openapi"
+MCP = "mcp"
+GRAPHQL = "graphql"
 BUILT_IN = "built-in"
 # The built-in integration, whose tools the server provides: its slug is reserved.
 BUILT_IN_SLUG = "executor"
@@ -87,6 +91,19 @@ class CompiledCatalog:
     defs: JsonObject = attrs.Factory(dict)
 
 
+def encode_catalog(catalog: CompiledCatalog) -> bytes:
+    """The stored form of a catalog no kind adds anything to (OpenAPI stores its whole compiled spec)."""
+    return dumps(converter.unstructure(catalog))
+
+
+def decode_catalog(raw: bytes) -> CompiledCatalog:
+    return converter.structure(loads(raw), CompiledCatalog)
+
+
+# The integration-level source of a kind whose every connection discovers its own tools: no tools until then.
+DISCOVERED_PER_CONNECTION = b"{}"
+
+
 @attrs.frozen
 class IntegrationRecord:
     """An integration of one organization, keyed by (org, slug).
@@ -132,6 +149,11 @@ class ConnectionRecord:
     updated_at: float
     identity_label: str | None = None
     description: str | None = None
+    # Set for kinds that discover tools per connection: the hash of what discovery last answered, when it
+    # last ran (success or not), and why it last failed (None once it succeeds; never a secret).
+    source_hash: str | None = None
+    tools_synced_at: float | None = None
+    sync_error: str | None = None
 
     @property
     def address(self) -> str:

@@ -8,8 +8,15 @@ connection that reaches it).
 
 A caller's catalog (`view`) is built from the control plane and cached per (org, account) until the
 org's catalog revision moves: an admin command on the same data dir bumps it too.
+
+Kinds whose tools come from each connection (MCP servers, introspected GraphQL endpoints) are discovered
+when the connection is made, when it is refreshed, when a call learns the list changed, and again once the
+last listing is older than `DISCOVERY_TTL`: the last three by `refresh_stale`, a loop the server runs in
+its root nursery, so a slow upstream never holds up a caller's catalog (an admin command runs no loop: what
+it marks waits for the server's next look).
 """
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -26,6 +33,8 @@ from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import OWNERS, ToolAddress, connection_identifier, valid_slug
 from executor_mcp.integrations.errors import (
     ConnectionNotFound,
+    DiscoveryFailed,
+    IntegrationError,
     IntegrationExists,
     IntegrationNotFound,
     InvalidConnectionInput,
@@ -35,7 +44,7 @@ from executor_mcp.integrations.errors import (
     SourceUnavailable,
     SpecRefused,
 )
-from executor_mcp.integrations.kinds import Invocation, Kind
+from executor_mcp.integrations.kinds import Discovery, Invocation, Kind, Registration
 from executor_mcp.integrations.model import (
     BUILT_IN_SLUG,
     NO_AUTH,
@@ -50,7 +59,6 @@ from executor_mcp.integrations.openapi import document as openapi_document
 from executor_mcp.integrations.openapi.compile import (
     CompiledSpec,
     compile_spec,
-    decode_compiled,
     encode_compiled,
     integration_description,
     integration_name,
@@ -82,6 +90,16 @@ DETECT_TIMEOUT = 20.0
 # Compiled catalogs and per-caller views kept decoded in memory; the rest are re-read from LMDB.
 COMPILED_CACHE = 16
 VIEW_CACHE = 64
+# Listing one connection's tools, all pages (upstream bounds it the same); a slower upstream keeps its old tools.
+DISCOVERY_TIMEOUT = 15.0
+# A discovered catalog is listed again once it is this old (upstream's remote-catalog TTL), or this soon after
+# a listing failed.
+DISCOVERY_TTL = 15 * 60.0
+DISCOVERY_RETRY = 60.0
+# Far above any real server's tool list; a server answering more is refused rather than stored.
+MAX_DISCOVERED_TOOLS = 10_000
+# Connections waiting for `refresh_stale`; past this a mark is dropped (the TTL brings it back).
+MAX_STALE = 4096
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")
 # Secrets the operator put beside the server (environment variables, files): not any one member's to bind.
 OPERATOR_PROVIDERS = frozenset({ENV, FILE})
@@ -102,6 +120,22 @@ class ToolEntry:
         connection = self.connection
         return f"{connection.integration}.{connection.owner}.{connection.name}.{self.tool.name}"
 
+    @property
+    def source_hash(self) -> str:
+        """The catalog this tool comes from: what its connection discovered, else its integration's."""
+        return _catalog_hash(self.integration, self.connection)
+
+
+def _catalog_hash(integration: IntegrationRecord, connection: ConnectionRecord) -> str:
+    return connection.source_hash or integration.source_hash
+
+
+ConnectionKey = tuple[str, str, str, str, str]
+
+
+def _connection_key(connection: ConnectionRecord) -> ConnectionKey:
+    return (connection.org_id, connection.owner, connection.account_id, connection.integration, connection.name)
+
 
 @attrs.frozen
 class View:
@@ -113,6 +147,9 @@ class View:
     by_id: Mapping[str, ToolEntry]
     defs: Mapping[str, JsonObject]  # source hash → the `$defs` its tools reference
     counts: Mapping[str, int]  # integration slug → its tools at every connection here (`integrations.list`)
+    # Connections whose tools are discovered, and the earliest time one of them is due to be listed again.
+    discovered: tuple[tuple[IntegrationRecord, ConnectionRecord], ...] = ()
+    due_at: float = float("inf")
 
     def tool(self, address: ToolAddress) -> ToolEntry | None:
         return self.by_id.get(address.tool_id)
@@ -128,10 +165,18 @@ class View:
 EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={}, counts={})
 
 
+def due_at(connection: ConnectionRecord) -> float:
+    """When a discovered connection should be listed again: at once if it never was."""
+    if connection.tools_synced_at is None:
+        return float("-inf")
+    return connection.tools_synced_at + (DISCOVERY_RETRY if connection.sync_error else DISCOVERY_TTL)
+
+
 def _build_view(
     revision: int,
     integrations: tuple[IntegrationRecord, ...],
     reached: list[tuple[IntegrationRecord, ConnectionRecord, CompiledCatalog]],
+    discovered: tuple[tuple[IntegrationRecord, ConnectionRecord], ...],
 ) -> View:
     entries = sorted(
         (
@@ -146,8 +191,10 @@ def _build_view(
         integrations=integrations,
         entries=tuple(entries),
         by_id={entry.tool_id: entry for entry in entries},
-        defs={integration.source_hash: compiled.defs for integration, _, compiled in reached},
+        defs={_catalog_hash(integration, connection): compiled.defs for integration, connection, compiled in reached},
         counts=Counter(entry.integration.slug for entry in entries),
+        discovered=discovered,
+        due_at=min((due_at(connection) for _, connection in discovered), default=float("inf")),
     )
 
 
@@ -180,6 +227,11 @@ class Integrations:
         # Compiling is CPU work in a thread, one at a time so a flood of specs cannot take every core, and each
         # account waits for its own turn first, so one account's flood of previews delays others by one compile.
         self._compiling = Turns(trio.CapacityLimiter(1))
+        # One discovery per connection at a time; a second asker waits for the first one's outcome.
+        self._discovering: dict[ConnectionKey, _Flight] = {}
+        # Connections to discover again (insertion ordered, deduplicated), and the bell `refresh_stale` waits on.
+        self._stale: dict[ConnectionKey, tuple[IntegrationRecord, ConnectionRecord]] = {}
+        self._bell_send, self._bell = trio.open_memory_channel[None](1)
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -203,22 +255,38 @@ class Integrations:
         cached = self._views.get(key)
         if cached is not None and cached.revision == revision:
             self._views.move_to_end(key)
+            self._mark_due(cached)
             return cached
         integrations = await self._control.integrations(org)
         connections = await self._control.connections(org, principal.account_id)
         by_slug = {record.slug: record for record in integrations}
         reached: list[tuple[IntegrationRecord, ConnectionRecord, CompiledCatalog]] = []
+        discovered: list[tuple[IntegrationRecord, ConnectionRecord]] = []
         for connection in connections:
             integration = by_slug.get(connection.integration)
-            compiled = None if integration is None else await self._catalog(integration)
-            if integration is not None and compiled is not None:
+            if integration is None or integration.kind not in self._kinds:
+                continue
+            if self.kind(integration).discovers(integration):
+                discovered.append((integration, connection))
+            compiled = await self._catalog(integration, connection)
+            if compiled is not None:
                 reached.append((integration, connection, compiled))
         # Tens of thousands of entries to make and sort: a worker thread's work, not the event loop's.
-        view = await trio.to_thread.run_sync(_build_view, revision, tuple(integrations), reached)
+        view = await trio.to_thread.run_sync(_build_view, revision, tuple(integrations), reached, tuple(discovered))
         self._views[key] = view
         while len(self._views) > VIEW_CACHE:
             self._views.popitem(last=False)
+        self._mark_due(view)
         return view
+
+    def _mark_due(self, view: View) -> None:
+        """Queue the view's discovered connections whose listing is due (one comparison when none is)."""
+        now = self._clock()
+        if now < view.due_at:
+            return
+        for integration, connection in view.discovered:
+            if now >= due_at(connection):
+                self.mark_stale(integration, connection)
 
     async def connected_integrations(self, principal: Principal) -> list[str]:
         """The slugs of the integrations the caller has a connection to, one per connection, as of now."""
@@ -237,19 +305,23 @@ class Integrations:
             self._connected.popitem(last=False)
         return list(slugs)
 
-    async def _catalog(self, integration: IntegrationRecord) -> CompiledCatalog | None:
-        """The integration's compiled tools: from memory, else from LMDB, else compiled again from the
-        stored source (a compiled blob from another version may no longer decode)."""
-        digest = integration.source_hash
+    async def _catalog(
+        self, integration: IntegrationRecord, connection: ConnectionRecord | None = None
+    ) -> CompiledCatalog | None:
+        """The tools at `connection` (its discovered catalog, else its integration's): from memory, else from
+        LMDB, else compiled again from the stored source (a compiled blob from another version may no longer
+        decode)."""
+        digest = integration.source_hash if connection is None else _catalog_hash(integration, connection)
         cached = self._compiled.get(digest)
         if cached is not None:
             self._compiled.move_to_end(digest)
             return cached
+        kind = self.kind(integration)
         catalog: CompiledCatalog | None = None
         raw = await self._control.get_compiled(digest)
         if raw is not None:
             try:
-                catalog = (await trio.to_thread.run_sync(decode_compiled, raw)).catalog
+                catalog = await trio.to_thread.run_sync(kind.decode, raw)
             except Exception as exc:
                 log.warning("recompiling %s: its stored compiled form does not decode (%s)", digest[:12], exc)
         if catalog is None:
@@ -257,9 +329,18 @@ class Integrations:
             if source is None:
                 log.error("integration %s/%s has no stored source %s", integration.org_id, integration.slug, digest)
                 return None
-            spec, encoded = await self._compile_for_storage(None, source)
+            try:
+                catalog, encoded = await self._compile_with(kind, None, source)
+            except IntegrationError as refused:
+                log.error(
+                    "integration %s/%s: source %s no longer compiles (%s)",
+                    integration.org_id,
+                    integration.slug,
+                    digest[:12],
+                    refused.message,
+                )
+                return None
             await self._control.put_compiled(digest, encoded)
-            catalog = spec.catalog
         self._remember(digest, catalog)
         return catalog
 
@@ -272,6 +353,11 @@ class Integrations:
         async with self._compiling.turn(_caller(caller)):
             return await trio.to_thread.run_sync(lambda: compile_spec(source, max_bytes=self._max_source_bytes))
 
+    async def _compile_with(self, kind: Kind, caller: Principal | None, source: bytes) -> tuple[CompiledCatalog, bytes]:
+        """Any kind's source compiled and encoded, in a worker thread, at the caller's turn."""
+        async with self._compiling.turn(_caller(caller)):
+            return await trio.to_thread.run_sync(kind.compile, source)
+
     async def _compile_for_storage(self, caller: Principal | None, source: bytes) -> tuple[CompiledSpec, bytes]:
         """Compiled and encoded in one thread hop: encoding GitHub's catalog alone takes half a second."""
 
@@ -281,6 +367,132 @@ class Integrations:
 
         async with self._compiling.turn(_caller(caller)):
             return await trio.to_thread.run_sync(work)
+
+    # -- integrations of any kind ---------------------------------------------------------------------
+
+    async def add(self, principal: Principal, kind_name: str, registration: Registration) -> IntegrationRecord:
+        """Store a new integration a kind validated (`Kind`-specific routes build the registration); its
+        integration-level source is compiled first, so nothing is written unless it becomes tools.
+        `IntegrationExists` when the slug is taken."""
+        org = _org(principal)
+        _admin(principal)
+        slug = registration.slug
+        if slug is not None and not valid_slug(slug):
+            raise InvalidInput(f"Invalid slug {slug!r}: use 1 to 64 letters, digits, '_' or '-'")
+        slug = slug or default_slug(registration.slug_hint)
+        if slug == BUILT_IN_SLUG:
+            raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
+        if len(await self._control.integrations(org)) >= MAX_INTEGRATIONS_PER_ORG:
+            raise InvalidInput(f"An organization holds at most {MAX_INTEGRATIONS_PER_ORG} integrations")
+        catalog, encoded = await self._compile_with(self._kinds[kind_name], principal, registration.source)
+        now = self._clock()
+        record = IntegrationRecord(
+            org_id=org,
+            slug=slug,
+            kind=kind_name,
+            name=registration.name,
+            description=registration.description,
+            source_hash=_digest(registration.source),
+            config=registration.config,
+            auth_methods=registration.auth_methods,
+            created_at=now,
+            updated_at=now,
+            can_refresh=registration.can_refresh,
+        )
+        if not await self._control.add_integration(record, registration.source, encoded):
+            raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
+        self._remember(record.source_hash, catalog)
+        return record
+
+    async def tool_count(self, integration: IntegrationRecord) -> int:
+        """The tools of the integration's own source (what an add answers as `toolCount`)."""
+        catalog = await self._catalog(integration)
+        return len(catalog.tools) if catalog is not None else 0
+
+    # -- discovered catalogs -------------------------------------------------------------------------
+
+    async def discover(self, integration: IntegrationRecord, connection: ConnectionRecord) -> ConnectionRecord:
+        """List the connection's tools now and store them; `DiscoveryFailed` (after noting why on the
+        connection, which keeps its old tools) when the upstream gives no tool list in time. Concurrent
+        discoveries of one connection share one listing."""
+        key = _connection_key(connection)
+        flight = self._discovering.get(key)
+        if flight is None:
+            flight = self._discovering[key] = _Flight()
+            try:
+                flight.outcome = await self._discover_once(integration, connection)
+            except DiscoveryFailed as failure:
+                flight.failure = failure
+            finally:
+                del self._discovering[key]
+                flight.done.set()
+        await flight.done.wait()
+        if flight.failure is not None:
+            raise DiscoveryFailed(flight.failure.message)
+        if flight.outcome is None:
+            raise ConnectionNotFound(f"Connection not found: {connection.address}")
+        return flight.outcome
+
+    async def _discover_once(
+        self, integration: IntegrationRecord, connection: ConnectionRecord
+    ) -> ConnectionRecord | None:
+        kind = self.kind(integration)
+        credentials = await self.credentials(integration, connection)
+        error: str | None = None
+        source: bytes | None = None
+        try:
+            with trio.move_on_after(DISCOVERY_TIMEOUT) as deadline:
+                source = await kind.discover(Discovery(integration, connection, credentials))
+            if deadline.cancelled_caught:
+                error = f"Listing the tools of {connection.address} took longer than {DISCOVERY_TIMEOUT:g} s"
+        except DiscoveryFailed as failure:
+            error = failure.message
+        catalog: CompiledCatalog | None = None
+        encoded = b""
+        if source is not None and error is None:
+            try:
+                catalog, encoded = await self._compile_with(kind, None, source)
+            except IntegrationError as refused:
+                error = f"{connection.address} answered a tool list that cannot be used: {refused.message}"
+            if catalog is not None and len(catalog.tools) > MAX_DISCOVERED_TOOLS:
+                error = f"{connection.address} lists more than {MAX_DISCOVERED_TOOLS} tools; none were taken"
+        now = self._clock()
+        if error is not None or catalog is None or source is None:
+            log.info("discovery of %s failed: %s", connection.address, error)
+            await self._control.set_discovered(connection, synced_at=now, error=error)
+            raise DiscoveryFailed(error or f"No tools were listed for {connection.address}")
+        digest = _digest(source)
+        stored = await self._control.set_discovered(
+            connection, synced_at=now, source_hash=digest, source=source, compiled=encoded
+        )
+        self._remember(digest, catalog)
+        return stored
+
+    def mark_stale(self, integration: IntegrationRecord, connection: ConnectionRecord) -> None:
+        """Ask `refresh_stale` to list the connection's tools again (deduplicated; never blocks)."""
+        key = _connection_key(connection)
+        if key not in self._stale and len(self._stale) >= MAX_STALE:
+            return
+        self._stale[key] = (integration, connection)
+        # A bell already ringing is enough: the loop takes every queued connection when it wakes.
+        with contextlib.suppress(trio.WouldBlock):
+            self._bell_send.send_nowait(None)
+
+    async def refresh_stale(self) -> None:
+        """Discover the connections marked stale, one at a time, for as long as the owner's nursery runs. One
+        failing connection (or a defect) costs only its own refresh."""
+        async for _ in self._bell:
+            while self._stale:
+                key = next(iter(self._stale))
+                integration, connection = self._stale.pop(key)
+                try:
+                    current = await self._control.get_connection(*key)
+                    if current is not None:
+                        await self.discover(integration, current)
+                except DiscoveryFailed:
+                    pass  # noted on the connection and logged by `discover`
+                except Exception:
+                    log.exception("refreshing the tools of %s failed", connection.address)
 
     # -- OpenAPI integrations ------------------------------------------------------------------------
 
@@ -556,6 +768,11 @@ class Integrations:
             raise IntegrationNotFound(f"Integration not found: {integration.slug}", slug=integration.slug)
         if existing is not None:
             await self._secrets.forget(existing, replaced_by=record)
+        if self.kind(integration).discovers(integration):
+            # A failed listing leaves the connection standing without tools: why is noted on it, and it is
+            # listed again on refresh or after `DISCOVERY_RETRY`.
+            with contextlib.suppress(DiscoveryFailed):
+                record = await self.discover(integration, record)
         return record
 
     async def _check_room(self, principal: Principal, owner: str, integration: IntegrationRecord) -> None:
@@ -619,10 +836,14 @@ class Integrations:
         await self._secrets.forget(removed)
 
     async def connection_tools(self, principal: Principal, owner: str, integration: str, name: str) -> list[ToolEntry]:
-        """A connection's tools (what `refresh` answers: OpenAPI tools are derived, so nothing is rebuilt)."""
+        """A connection's tools, listed again first where the connection discovers them (OpenAPI tools are
+        derived from the stored document, so nothing is rebuilt); `DiscoveryFailed` when that listing fails."""
         record = await self.connection(principal, owner, integration, name)
+        integration_record = await self.integration(principal, integration)
+        if self.kind(integration_record).discovers(integration_record):
+            record = await self.discover(integration_record, record)
         view = await self.view(principal)
-        return [entry for entry in view.entries if entry.connection == record]
+        return [entry for entry in view.entries if _connection_key(entry.connection) == _connection_key(record)]
 
     # -- secret providers ----------------------------------------------------------------------------
 
@@ -651,10 +872,9 @@ class Integrations:
     def kind(self, integration: IntegrationRecord) -> Kind:
         return self._kinds[integration.kind]
 
-    async def credentials(self, entry: ToolEntry) -> dict[str, str | None]:
+    async def credentials(self, integration: IntegrationRecord, connection: ConnectionRecord) -> dict[str, str | None]:
         """The connection's values for its template's inputs; None where the provider holds none."""
-        connection = entry.connection
-        method = entry.integration.auth_method(connection.template)
+        method = integration.auth_method(connection.template)
         if method is None or connection.provider is None:
             return {}
         partition = SecretPartition.of(connection)
@@ -673,10 +893,27 @@ class Integrations:
         return values
 
     async def invoke(self, entry: ToolEntry, args: Any) -> JsonObject:
-        credentials = await self.credentials(entry)
-        return await self.kind(entry.integration).invoke(
-            Invocation(entry.integration, entry.connection, entry.tool, args, credentials)
+        integration, connection = entry.integration, entry.connection
+        credentials = await self.credentials(integration, connection)
+        return await self.kind(integration).invoke(
+            Invocation(
+                integration,
+                connection,
+                entry.tool,
+                args,
+                credentials,
+                mark_stale=lambda: self.mark_stale(integration, connection),
+            )
         )
+
+
+@attrs.define
+class _Flight:
+    """One connection's discovery in progress: whoever asks meanwhile waits for its outcome."""
+
+    done: trio.Event = attrs.Factory(trio.Event)
+    outcome: ConnectionRecord | None = None
+    failure: DiscoveryFailed | None = None
 
 
 def check_connection_request(

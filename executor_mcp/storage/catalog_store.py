@@ -8,12 +8,14 @@ owner with the (org, owner, account) parts, so a read for one caller is a prefix
 another org's or another member's records.
 
 Sources and compiled catalogs are stored once per `source_hash` and shared by every integration (of any org)
-that holds it; a reference count, changed in the transaction that adds, re-points or removes an integration,
-says when the last holder is gone and both are deleted.
+and every connection (whose tools were discovered) that holds it; a reference count, changed in the
+transaction that adds, re-points or removes a holder, says when the last one is gone and both are deleted.
 """
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
+
+import attrs
 
 from executor_mcp.codec import dumps, loads
 from executor_mcp.integrations.errors import InvalidInput
@@ -218,6 +220,8 @@ class CatalogStore:
                 txn.delete(connection_key, db=self._connections)
                 connection = decoded_or_skipped(value, ConnectionRecord, connection_key)
                 if connection is not None:
+                    if connection.source_hash is not None:
+                        self._release(txn, connection.source_hash)
                     removed.append(connection)
             self._bump(txn, org_id)
             return removed
@@ -308,18 +312,61 @@ class CatalogStore:
 
     async def put_connection(self, record: ConnectionRecord) -> bool:
         """Create or replace a connection; False, and nothing written, when its integration is gone (checked
-        in the same transaction, so a removal racing this cannot leave an orphan)."""
+        in the same transaction, so a removal racing this cannot leave an orphan). The discovered catalog is
+        the stored one's, whatever `record` says: only `set_discovered` changes it."""
         _check_connection(record)
         key = _writable(_connection_key(*_identity(record)))
 
         def _put(txn) -> bool:
             if _get(txn, self._integrations, _key(record.org_id, record.integration)) is None:
                 return False
-            txn.put(key, encode(record), db=self._connections)
+            raw = txn.get(key, db=self._connections)
+            previous = None if raw is None else decoded_or_skipped(raw, ConnectionRecord, key)
+            kept = attrs.evolve(
+                record,
+                source_hash=previous.source_hash if previous else None,
+                tools_synced_at=previous.tools_synced_at if previous else None,
+                sync_error=previous.sync_error if previous else None,
+            )
+            txn.put(key, encode(kept), db=self._connections)
             self._bump(txn, record.org_id)
             return True
 
         return await self._env.write(_put)
+
+    async def set_discovered(
+        self,
+        connection: ConnectionRecord,
+        *,
+        synced_at: float,
+        source_hash: str | None = None,
+        source: bytes | None = None,
+        compiled: bytes | None = None,
+        error: str | None = None,
+    ) -> ConnectionRecord | None:
+        """Record a discovery of `connection`'s tools: on success (`source_hash`, with `source` and `compiled`
+        unless that hash is stored already) the connection holds the new catalog and releases the old one; on
+        failure (`error`) it keeps its tools and notes why. Only the catalog fields change, so an edit that
+        landed while discovery ran is kept; None when the connection is gone."""
+        key = _connection_key(*_identity(connection))
+
+        def _set(txn) -> ConnectionRecord | None:
+            raw = _get(txn, self._connections, key)
+            current = None if raw is None else decoded_or_skipped(raw, ConnectionRecord, key)
+            if current is None:
+                return None
+            changes: dict[str, object] = {"tools_synced_at": synced_at, "sync_error": error}
+            if source_hash is not None and source_hash != current.source_hash:
+                self._hold(txn, source_hash, source, compiled)
+                if current.source_hash is not None:
+                    self._release(txn, current.source_hash)
+                changes["source_hash"] = source_hash
+            updated = attrs.evolve(current, **changes)
+            txn.put(key, encode(updated), db=self._connections)
+            self._bump(txn, connection.org_id)
+            return updated
+
+        return await self._env.write(_set)
 
     async def remove_connection(
         self, org_id: str, owner: str, account_id: str, integration: str, name: str
@@ -334,7 +381,10 @@ class CatalogStore:
                 return None
             txn.delete(key, db=self._connections)
             self._bump(txn, org_id)
-            return decoded_or_skipped(raw, ConnectionRecord, key)
+            removed = decoded_or_skipped(raw, ConnectionRecord, key)
+            if removed is not None and removed.source_hash is not None:
+                self._release(txn, removed.source_hash)
+            return removed
 
         return await self._env.write(_remove)
 

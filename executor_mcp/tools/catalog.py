@@ -403,7 +403,7 @@ def describe_connected(entry: ToolEntry, view: View) -> JsonObject:
     """`describe.tool` of a connected tool: its compact TypeScript, with the `$defs` its types reference."""
     tool = entry.tool
     described: JsonObject = {"path": entry.tool_id, "name": tool.name, "description": tool.description}
-    defs = view.defs.get(entry.integration.source_hash, {})
+    defs = view.defs.get(entry.source_hash, {})
     described.update(describe_types(tool.input_schema, tool.output_schema, defs))
     return described
 

@@ -362,7 +362,7 @@ def tool_schema(entry: ToolEntry, view: View) -> JsonObject:
     """`/api/tools/schema`: the tool's JSON Schemas with the definitions they reach, and the TypeScript
     `describe.tool` shows, but with the output type unwrapped (the data, not the `{ok, data}` union)."""
     tool = entry.tool
-    defs = view.defs.get(entry.integration.source_hash, {})
+    defs = view.defs.get(entry.source_hash, {})
     answer: JsonObject = {
         "address": "tools." + entry.tool_id,
         "name": tool.name,

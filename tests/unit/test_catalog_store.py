@@ -179,6 +179,40 @@ async def test_a_connection_is_an_upsert(control: ControlPlane) -> None:
     assert [(record.description, record.updated_at) for record in listed] == [("the main key", 2.0)]
 
 
+async def test_a_discovered_catalog_is_held_by_its_connection_until_replaced_or_removed(
+    control: ControlPlane,
+) -> None:
+    assert await control.add_integration(integration(kind="mcp"), b"{}", b"empty")
+    assert await control.put_connection(connection())
+    assert await control.put_connection(connection(name="second"))
+
+    first = await control.set_discovered(connection(), synced_at=5.0, source_hash="d1", source=b"v1", compiled=b"c1")
+    assert (first.source_hash, first.tools_synced_at, first.sync_error) == ("d1", 5.0, None)
+    # Another connection listing the same tools shares the stored source.
+    await control.set_discovered(
+        connection(name="second"), synced_at=5.0, source_hash="d1", source=b"v1", compiled=b"c1"
+    )
+    # A failed listing keeps the tools and notes why.
+    failed = await control.set_discovered(connection(), synced_at=6.0, error="unreachable")
+    assert (failed.source_hash, failed.tools_synced_at, failed.sync_error) == ("d1", 6.0, "unreachable")
+    # An edit of the connection (re-created with a new credential) keeps what discovery stored.
+    assert await control.put_connection(attrs.evolve(connection(), description="edited"))
+    kept = await control.get_connection("acme", "org", "", "github", "main")
+    assert (kept.description, kept.source_hash, kept.sync_error) == ("edited", "d1", "unreachable")
+
+    # A new listing moves the connection to the new source; the old one stays while the other holds it.
+    await control.set_discovered(connection(), synced_at=7.0, source_hash="d2", source=b"v2", compiled=b"c2")
+    assert await control.get_source("d1") == b"v1"
+    assert await control.remove_connection("acme", "org", "", "github", "second") is not None
+    assert await control.get_source("d1") is None
+    assert await control.get_compiled("d2") == b"c2"
+    # Removing the integration lets go of what its connections held.
+    assert await control.remove_integration("acme", "github") is not None
+    assert await control.get_source("d2") is None
+    assert await control.get_compiled("d2") is None
+    assert await control.set_discovered(connection(), synced_at=8.0, error="gone") is None
+
+
 async def test_removing_an_integration_removes_its_connections_of_every_owner(control: ControlPlane) -> None:
     for org in ("acme", "evil"):
         await control.add_integration(integration(org=org), b"spec", b"compiled")

@@ -9,11 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from executor_mcp.codec import JsonObject, converter
-from executor_mcp.integrations.errors import ArgumentsRefused
-from executor_mcp.integrations.kinds import Invocation
-from executor_mcp.integrations.model import OPENAPI, ToolDef
+from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.integrations.kinds import Discovery, Invocation
+from executor_mcp.integrations.model import OPENAPI, CompiledCatalog, IntegrationRecord, ToolDef
 from executor_mcp.integrations.openapi import request, response
 from executor_mcp.integrations.openapi.binding import Binding
+from executor_mcp.integrations.openapi.compile import compile_spec, decode_compiled, encode_compiled
+from executor_mcp.integrations.openapi.document import MAX_SOURCE_BYTES
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure
 
@@ -30,10 +32,24 @@ def _strings(value: Any) -> dict[str, str]:
 class OpenApiKind:
     name = OPENAPI
 
-    def __init__(self, outbound: Outbound) -> None:
+    def __init__(self, outbound: Outbound, *, max_source_bytes: int = MAX_SOURCE_BYTES) -> None:
         self._outbound = outbound
+        self._max_source_bytes = max_source_bytes
         # Keyed by identity; the entry holds the ToolDef itself, so its id cannot be reused while cached.
         self._bindings: OrderedDict[int, tuple[ToolDef, Binding]] = OrderedDict()
+
+    def compile(self, source: bytes) -> tuple[CompiledCatalog, bytes]:
+        spec = compile_spec(source, max_bytes=self._max_source_bytes)
+        return spec.catalog, encode_compiled(spec)
+
+    def decode(self, raw: bytes) -> CompiledCatalog:
+        return decode_compiled(raw).catalog
+
+    def discovers(self, integration: IntegrationRecord) -> bool:
+        return False
+
+    async def discover(self, discovery: Discovery) -> bytes:
+        raise DiscoveryFailed("An OpenAPI integration's tools come from its document, not from its connections")
 
     def binding(self, tool: ToolDef) -> Binding:
         cached = self._bindings.get(id(tool))
