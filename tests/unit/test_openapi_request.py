@@ -6,6 +6,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from executor_mcp.integrations.credentials import CredentialMissing
 from executor_mcp.integrations.errors import ArgumentsRefused
 from executor_mcp.integrations.model import AuthMethod, Placement
 from executor_mcp.integrations.openapi.binding import (
@@ -17,7 +18,6 @@ from executor_mcp.integrations.openapi.binding import (
     ServerVariable,
 )
 from executor_mcp.integrations.openapi.request import (
-    CredentialMissing,
     accepted_arguments,
     build_request,
     check_arguments,

@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
+from executor_mcp.integrations.credentials import credential_missing_result
 from executor_mcp.integrations.openapi.binding import ResponseShape
 from executor_mcp.integrations.openapi.response import (
     classify,
-    credential_missing_result,
     parse_ndjson,
     sniff_mime,
     upstream_message,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from executor_mcp.codec import JsonObject, converter
+from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result
 from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
 from executor_mcp.integrations.kinds import Discovery, Invocation
 from executor_mcp.integrations.model import OPENAPI, CompiledCatalog, IntegrationRecord, ToolDef
@@ -84,8 +85,8 @@ class OpenApiKind:
             return {"ok": False, "error": {"code": "invalid_tool_arguments", "message": str(refused)}}
         except OutboundFailure as failure:
             return {"ok": False, "error": failure.as_error()}
-        if isinstance(built, request.CredentialMissing):
-            return response.credential_missing_result(
+        if isinstance(built, CredentialMissing):
+            return credential_missing_result(
                 integration=integration.slug, owner=connection.owner, connection=connection.name, oauth=built.oauth
             )
         try:

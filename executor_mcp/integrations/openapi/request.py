@@ -18,8 +18,9 @@ from urllib.parse import quote, quote_plus
 import attrs
 
 from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.integrations.credentials import CredentialMissing, render_credentials
 from executor_mcp.integrations.errors import ArgumentsRefused
-from executor_mcp.integrations.model import TOKEN, AuthMethod
+from executor_mcp.integrations.model import AuthMethod
 from executor_mcp.integrations.openapi.binding import Binding, MediaType, Parameter, Server
 from executor_mcp.outbound.model import UNREACHABLE, OutboundFailure, OutboundRequest
 from executor_mcp.outbound.useragent import DEFAULT_USER_AGENT
@@ -37,14 +38,6 @@ URI_COMPONENT_SAFE = "!*'()"
 RESERVED_SAFE = URI_COMPONENT_SAFE + ":/?#[]@$&+,;="
 CONTROL = re.compile(r"[\r\n\x00]")
 _MISSING = object()
-
-
-@attrs.frozen
-class CredentialMissing:
-    """The connection's template needs inputs that resolved to nothing: no request is made."""
-
-    oauth: bool
-    inputs: tuple[str, ...]
 
 
 @attrs.frozen
@@ -565,35 +558,6 @@ def resolve_host(binding: Binding, args: Mapping[str, Any], base_url: str | None
     return _server_host(binding.servers, args.get("server"))
 
 
-# --- credentials ---
-
-
-def _render_auth(
-    method: AuthMethod | None, credentials: Mapping[str, str | None]
-) -> tuple[dict[str, str], dict[str, str]] | CredentialMissing:
-    headers: dict[str, str] = {}
-    query: dict[str, str] = {}
-    if method is None or method.kind == "none":
-        return headers, query
-    if method.kind == "oauth2":
-        token = credentials.get(TOKEN)
-        if not token:
-            return CredentialMissing(oauth=True, inputs=(TOKEN,))
-        headers["authorization"] = f"Bearer {token}"
-        return headers, query
-    missing = tuple(name for name in method.inputs if not credentials.get(name))
-    if missing:
-        return CredentialMissing(oauth=False, inputs=missing)
-    for placement in method.placements:
-        value = placement.literal if placement.literal is not None else credentials.get(placement.input or TOKEN)
-        if not value:
-            continue
-        target = headers if placement.carrier == "header" else query if placement.carrier == "query" else None
-        if target is not None:
-            target[placement.name] = placement.prefix + value
-    return headers, query
-
-
 class _Headers:
     """Case-insensitive set-wins header map keeping the last setter's spelling."""
 
@@ -629,7 +593,7 @@ def build_request(
     Header precedence, lowest first: the User-Agent default, operation header parameters, the body's
     content type, static config headers, auth headers. An agent cannot override an auth header.
     """
-    rendered = _render_auth(auth_method, credentials)
+    rendered = render_credentials(auth_method, credentials)
     if isinstance(rendered, CredentialMissing):
         return rendered
     auth_headers, auth_query = rendered

@@ -12,31 +12,13 @@ import re
 from typing import Any
 
 from executor_mcp.codec import JsonObject, deeper_than, dumps
+from executor_mcp.integrations.credentials import insufficient_scope, rejected_result, scope_failure
 from executor_mcp.integrations.openapi.binding import ResponseShape
 from executor_mcp.outbound.model import HTTP_ERROR, OutboundResponse
 
 NDJSON_TYPES = frozenset({"application/stream+json", "application/x-ndjson", "application/jsonl"})
 OCTET_STREAM = "application/octet-stream"
 MESSAGE_CAP = 1024
-
-CREATE_CONNECTION_TOOL = "executor.coreTools.connections.createHandoff"
-START_OAUTH_TOOL = "executor.coreTools.oauth.start"
-LIST_CONNECTIONS_TOOL = "executor.coreTools.connections.list"
-CONNECTION_INSTRUCTIONS = (
-    "For API keys and tokens, call createConnectionTool for this integration: it returns a URL where the user "
-    "enters the credential in the browser, which creates the connection. Never ask the user to paste a secret "
-    "into the chat. Then call listConnectionsTool to confirm the connection exists before retrying this tool."
-)
-OAUTH_INSTRUCTIONS = (
-    "For OAuth credentials, call startOAuthTool and give the user the authorizationUrl it returns; once they "
-    "have signed in, the connection is created and bound, then retry the tool."
-)
-SCOPE_INSTRUCTIONS = (
-    "The connection's grant does not include the scope this operation needs, and signing in again with the "
-    "same grant gives the same answer. Tell the user which operation was refused and ask them to reconnect the "
-    "integration with broader access, or to use a connection that has it. Call listConnectionsTool to see the "
-    "connections available."
-)
 
 
 def media_type(content_type: str | None) -> str:
@@ -227,79 +209,6 @@ def upstream_message(body: Any, status: int) -> str:
     return f"Upstream returned HTTP {status}"
 
 
-def _challenge_param(challenge: str, name: str) -> str | None:
-    match = re.search(rf'(?:^|[\s,]){name}\s*=\s*(?:"([^"]*)"|([^\s,]+))', challenge, re.IGNORECASE)
-    return None if match is None else (match.group(1) if match.group(1) is not None else match.group(2))
-
-
-def insufficient_scope(headers: dict[str, str], body: Any) -> tuple[bool, str | None]:
-    """Whether a 403 says the grant lacks a scope (RFC 6750 challenge, Google's ErrorInfo, an OAuth error
-    body), and the scope the challenge names, if it names one."""
-    challenge = headers.get("www-authenticate", "")
-    if (_challenge_param(challenge, "error") or "").lower() == "insufficient_scope":
-        return True, _challenge_param(challenge, "scope")
-    if isinstance(body, dict):
-        if body.get("error") == "insufficient_scope":
-            scope = body.get("scope")
-            return True, scope if isinstance(scope, str) and scope else None
-        error = body.get("error")
-        details = error.get("details") if isinstance(error, dict) else None
-        if isinstance(details, list) and any(
-            isinstance(entry, dict) and entry.get("reason") == "ACCESS_TOKEN_SCOPE_INSUFFICIENT" for entry in details
-        ):
-            return True, None
-    return False, None
-
-
-def _recovery() -> JsonObject:
-    return {
-        "createConnectionTool": CREATE_CONNECTION_TOOL,
-        "startOAuthTool": START_OAUTH_TOOL,
-        "listConnectionsTool": LIST_CONNECTIONS_TOOL,
-        "connectionInstructions": CONNECTION_INSTRUCTIONS,
-        "oauthInstructions": OAUTH_INSTRUCTIONS,
-    }
-
-
-def _auth_failure(
-    code: str,
-    message: str,
-    *,
-    integration: str,
-    owner: str,
-    credential: JsonObject,
-    recovery: JsonObject,
-    status: int | None = None,
-    upstream_body: Any = None,
-) -> JsonObject:
-    details: JsonObject = {
-        "category": "authentication",
-        "integration": {"id": integration, "scope": owner},
-        "credential": credential,
-    }
-    if status is not None:
-        details["upstream"] = {"status": status, "details": upstream_body}
-    details["recovery"] = recovery
-    error: JsonObject = {"code": code, "message": message, "retryable": False}
-    if status is not None:
-        error["status"] = status
-    error["details"] = details
-    return {"ok": False, "error": error}
-
-
-def credential_missing_result(*, integration: str, owner: str, connection: str, oauth: bool) -> JsonObject:
-    """`connection_value_missing` (or `oauth_connection_missing`): the template's input resolved to nothing."""
-    return _auth_failure(
-        "oauth_connection_missing" if oauth else "connection_value_missing",
-        f'Connection "{connection}" for "{integration}" has no resolvable credential value. '
-        "Re-authenticate or update the connection.",
-        integration=integration,
-        owner=owner,
-        credential={"kind": "oauth" if oauth else "secret"},
-        recovery=_recovery(),
-    )
-
-
 def classify(
     shape: ResponseShape,
     answer: OutboundResponse,
@@ -326,7 +235,7 @@ def classify(
     if answer.status == 403:
         scoped, challenge_scope = insufficient_scope(answer.headers, body)
         if scoped:
-            return _scope_failure(
+            return scope_failure(
                 answer.status,
                 body,
                 integration=integration,
@@ -338,43 +247,8 @@ def classify(
                 granted=granted_scopes,
             )
     if answer.status in (401, 403):
-        return _auth_failure(
-            "connection_rejected",
-            f'Upstream rejected credentials for "{integration}" with HTTP {answer.status}. '
-            f'Re-authenticate or update the connection "{connection}" before retrying this tool.',
-            integration=integration,
-            owner=owner,
-            credential={"kind": "upstream", "label": "Upstream authorization"},
-            recovery=_recovery(),
-            status=answer.status,
-            upstream_body=body,
-        )
+        return rejected_result(answer.status, body, integration=integration, owner=owner, connection=connection)
     error: JsonObject = {"code": HTTP_ERROR, "status": answer.status, "message": upstream_message(body, answer.status)}
     if body is not None:
         error["details"] = body
     return {"ok": False, "error": error}
-
-
-def _scope_failure(
-    status: int,
-    body: Any,
-    *,
-    integration: str,
-    owner: str,
-    connection: str,
-    required: str | None,
-    granted: str | None,
-) -> JsonObject:
-    needs = f" (required: {required}; granted: {granted or 'unknown'})" if required else ""
-    return _auth_failure(
-        "oauth_scope_insufficient",
-        f'The connection "{connection}" for "{integration}" is authorized, but its grant does not cover the scope '
-        f"this operation requires{needs}. Re-authenticating with the same grant will return the same error; "
-        "reconnect with broader access.",
-        integration=integration,
-        owner=owner,
-        credential={"kind": "oauth", "label": "Upstream authorization"},
-        recovery={"listConnectionsTool": LIST_CONNECTIONS_TOOL, "scopeInstructions": SCOPE_INSTRUCTIONS},
-        status=status,
-        upstream_body=body,
-    )
