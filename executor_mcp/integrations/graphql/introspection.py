@@ -254,8 +254,10 @@ def sdl_source(sdl: str, max_bytes: int) -> bytes:
         introspected = graphql.introspection_from_schema(schema)
     except graphql.GraphQLError as error:
         raise SchemaRefused(f"GraphQL SDL is not a valid schema: {error.message[:MESSAGE_LIMIT]}") from None
-    except (TypeError, ValueError, RecursionError):
-        raise SchemaRefused("GraphQL SDL is not a valid schema") from None
+    except (TypeError, ValueError) as error:  # how graphql-core reports an unknown or misused type
+        raise SchemaRefused(f"GraphQL SDL is not a valid schema: {str(error)[:MESSAGE_LIMIT]}") from None
+    except RecursionError:
+        raise SchemaRefused("GraphQL SDL nests too deeply") from None
     return dumps(normalize(introspected["__schema"]))
 
 
