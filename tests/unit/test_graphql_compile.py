@@ -69,7 +69,10 @@ def test_arguments_are_properties_required_when_non_null_without_a_default() -> 
 
 
 def test_scalars_map_and_a_custom_scalar_is_a_described_string() -> None:
-    sdl = "scalar DateTime\ntype Query { f(a: String, b: ID, c: Int, d: Float, e: Boolean, g: DateTime, h: [[Int!]]): Int }"
+    sdl = (
+        "scalar DateTime\n"
+        "type Query { f(a: String, b: ID, c: Int, d: Float, e: Boolean, g: DateTime, h: [[Int!]]): Int }"
+    )
     properties = tool("query.f", sdl).input_schema["properties"]  # type: ignore[index]
     assert {name: properties[name] for name in "abcdeg"} == {
         "a": {"type": "string"},
@@ -86,7 +89,10 @@ def test_defs_hold_every_input_object_and_enum_without_deprecated_values() -> No
     defs = catalog().defs
     assert defs == {
         "OrderStatus": {"type": "string", "enum": ["PENDING", "SHIPPED", "CANCELLED"]},
-        "OrderFilter": {"type": "object", "properties": {"customerId": {"type": "string"}, "minTotal": {"type": "number"}}},
+        "OrderFilter": {
+            "type": "object",
+            "properties": {"customerId": {"type": "string"}, "minTotal": {"type": "number"}},
+        },
     }
 
 
