@@ -1,6 +1,7 @@
 """The executor's tools for the catalog itself: adding OpenAPI specs and GraphQL endpoints, managing connections.
 
-Paths `tools.executor.openapi.previewSpec|addSpec`, `tools.executor.coreTools.integrations.detect` and
+Paths `tools.executor.openapi.previewSpec|addSpec`, `tools.executor.graphql.getIntegration|addIntegration`,
+`tools.executor.coreTools.integrations.detect` and
 `tools.executor.coreTools.connections.list|create|createHandoff|remove|refresh` (upstream §3.2). What
 changes the catalog is approval-gated, and `connections.create` takes provider references or `none` only:
 a secret value never passes through the agent; `createHandoff` (ungated: it changes nothing until a person
