@@ -134,6 +134,26 @@ def _integration_commands(commands: "argparse._SubParsersAction[argparse.Argumen
     )
     _org_option(add)
     _add_options(add, _INTEGRATION_OPTIONS)
+    graphql = actions.add_parser("add-graphql", help="add a GraphQL endpoint to the org")
+    graphql.add_argument("--endpoint", required=True, help="the GraphQL endpoint's URL")
+    schema = graphql.add_mutually_exclusive_group()
+    schema.add_argument("--sdl", type=Path, help="the schema's SDL file (for an endpoint with introspection off)")
+    schema.add_argument("--introspection-file", type=Path, help="a saved introspection result (JSON)")
+    graphql.add_argument("--slug", help="its id in tool paths (default: from --name, else the endpoint's host)")
+    graphql.add_argument("--name", help="display name (default: the slug, else the endpoint's host)")
+    graphql.add_argument("--description", help="what agents read about it")
+    graphql.add_argument(
+        "--header-auth",
+        action="append",
+        default=[],
+        metavar="NAME[:PREFIX]",
+        help="a header the credential goes in, e.g. 'Authorization:Bearer ' (repeatable)",
+    )
+    graphql.add_argument(
+        "--query-auth", action="append", default=[], metavar="NAME", help="a query parameter the credential goes in"
+    )
+    _org_option(graphql)
+    _add_options(graphql, _INTEGRATION_OPTIONS)
     listed = actions.add_parser("list", help="the org's integrations")
     _org_option(listed)
     _add_options(listed, _INTEGRATION_OPTIONS)
@@ -251,6 +271,20 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
                 args.description,
                 args.base_url,
                 args.auth_header,
+            )
+        case "integrations", "add-graphql":
+            return partial(
+                commands.integrations_add_graphql,
+                settings,
+                args.org,
+                args.endpoint,
+                args.slug,
+                args.sdl,
+                args.introspection_file,
+                args.name,
+                args.description,
+                args.header_auth,
+                args.query_auth,
             )
         case "integrations", "list":
             return partial(commands.integrations_list, settings, args.org)

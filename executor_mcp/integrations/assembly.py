@@ -4,7 +4,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from executor_mcp.config import Settings
-from executor_mcp.integrations.model import OPENAPI
+from executor_mcp.integrations.graphql.kind import GraphqlKind
+from executor_mcp.integrations.model import GRAPHQL, OPENAPI
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.outbound.client import Outbound, OutboundSettings
@@ -25,7 +26,10 @@ async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncI
         yield Integrations(
             control,
             secrets,
-            {OPENAPI: OpenApiKind(outbound, max_source_bytes=settings.integration_max_spec_bytes)},
+            {
+                OPENAPI: OpenApiKind(outbound, max_source_bytes=settings.integration_max_spec_bytes),
+                GRAPHQL: GraphqlKind(outbound, max_source_bytes=settings.integration_max_spec_bytes),
+            },
             outbound,
             max_source_bytes=settings.integration_max_spec_bytes,
         )

@@ -81,11 +81,8 @@ def _words(name: str) -> list[str]:
     return "".join(char if char.isalnum() else " " for char in name.lower()).split()
 
 
-def _spec(url: str | None, file: Path | None, max_bytes: int) -> JsonObject:
-    """`--url` or `--file` as the spec field of a request; a file is read up to the spec size limit."""
-    if url is not None:
-        return {"kind": "url", "url": url}
-    assert file is not None
+def _read_text(file: Path, max_bytes: int) -> str:
+    """A UTF-8 file given on the command line (a spec, an SDL document), read up to the source size limit."""
     try:
         with file.open("rb") as source:
             raw = source.read(max_bytes + 1)
@@ -94,9 +91,17 @@ def _spec(url: str | None, file: Path | None, max_bytes: int) -> JsonObject:
     if len(raw) > max_bytes:
         raise InvalidInput(f"{file} is larger than {max_bytes} bytes (--integration-max-spec-bytes)")
     try:
-        return {"kind": "blob", "value": raw.decode("utf-8")}
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{file} is not UTF-8 text") from None
+
+
+def _spec(url: str | None, file: Path | None, max_bytes: int) -> JsonObject:
+    """`--url` or `--file` as the spec field of a request; a file is read up to the spec size limit."""
+    if url is not None:
+        return {"kind": "url", "url": url}
+    assert file is not None
+    return {"kind": "blob", "value": _read_text(file, max_bytes)}
 
 
 def _methods_line(record_json: JsonObject) -> str:
@@ -132,6 +137,57 @@ async def integrations_add_openapi(
         f"added integration {record.slug} with {count} tools; {_methods_line(integration_json(record))}",
         file=sys.stderr,
     )
+    print(record.slug)
+    return 0
+
+
+def graphql_auth_template(headers: Sequence[str], queries: Sequence[str]) -> list[JsonObject]:
+    """`--header-auth NAME[:PREFIX]`… and `--query-auth NAME`… as one API-key method `apikey`: the first
+    placement renders the `token` input, each further one its own input, named from it (snake_case)."""
+    if not queries:
+        return auth_template(headers)
+    method = auth_template(headers)[0] if headers else {"slug": "apikey", "type": "apiKey", "headers": {}}
+    entries: JsonObject = {}
+    for position, name in enumerate(queries, start=len(headers)):
+        name = name.strip()
+        variable = TOKEN if position == 0 else "_".join(filter(None, _words(name))) or f"input_{position}"
+        entries[name] = [{"type": "variable", "name": variable}]
+    return [{**method, "queryParams": entries}]
+
+
+async def integrations_add_graphql(
+    settings: Settings,
+    org_id: str,
+    endpoint: str,
+    slug: str | None,
+    sdl: Path | None,
+    introspection_file: Path | None,
+    name: str | None,
+    description: str | None,
+    header_auth: Sequence[str],
+    query_auth: Sequence[str],
+) -> int:
+    """Add a GraphQL endpoint; with `--sdl` or `--introspection-file` its schema is that file, else each
+    connection introspects the endpoint when it is made."""
+    if (problem := _identity(org_id, None)) is not None:
+        return _fail(problem, 2)
+    try:
+        body: JsonObject = {"endpoint": endpoint}
+        for field, value in (("slug", slug), ("name", name), ("description", description)):
+            if value is not None:
+                body[field] = value
+        if sdl is not None:
+            body["sdl"] = _read_text(sdl, settings.integration_max_spec_bytes)
+        if introspection_file is not None:
+            body["introspectionJson"] = _read_text(introspection_file, settings.integration_max_spec_bytes)
+        if header_auth or query_auth:
+            body["authenticationTemplate"] = graphql_auth_template(header_auth, query_auth)
+        async with _service(settings) as integrations:
+            record, count = await integrations.add_graphql(_principal(org_id, None), body)
+    except IntegrationError as error:
+        return _refused(error)
+    tools = f"{count} tools" if sdl or introspection_file else "tools from each connection's introspection"
+    print(f"added integration {record.slug} with {tools}; {_methods_line(integration_json(record))}", file=sys.stderr)
     print(record.slug)
     return 0
 

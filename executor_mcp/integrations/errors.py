@@ -81,8 +81,11 @@ class NotAdmin(IntegrationError):
 
 
 class ArgumentsRefused(ValueError):
-    """A tool call's arguments that cannot make a request (pre-flight): `invalid_tool_arguments`, and
-    nothing is sent. The message is upstream's (`Unknown argument "x". This operation accepts: ...`)."""
+    """A tool call's arguments that cannot make a request (pre-flight): `invalid_tool_arguments` (or a kind's
+    own `code`, as GraphQL's `graphql_invalid_selection`), and nothing is sent. The message is upstream's
+    (`Unknown argument "x". This operation accepts: ...`)."""
+
+    code: ClassVar[str] = "invalid_tool_arguments"
 
 
 class DiscoveryFailed(IntegrationError):

@@ -24,6 +24,7 @@ import time
 import urllib.parse
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import attrs
@@ -44,9 +45,11 @@ from executor_mcp.integrations.errors import (
     SourceUnavailable,
     SpecRefused,
 )
+from executor_mcp.integrations.graphql import registration as graphql_registration
 from executor_mcp.integrations.kinds import Discovery, Invocation, Kind, Registration
 from executor_mcp.integrations.model import (
     BUILT_IN_SLUG,
+    GRAPHQL,
     NO_AUTH,
     OPENAPI,
     CompiledCatalog,
@@ -708,6 +711,70 @@ class Integrations:
         name = title.strip()[:MAX_NAME_LENGTH] if isinstance(title, str) and title.strip() else None
         name = name or (urllib.parse.urlsplit(endpoint).hostname or "api")
         return [{"kind": OPENAPI, "confidence": "high", "endpoint": endpoint, "name": name, "slug": default_slug(name)}]
+
+    # -- GraphQL integrations ------------------------------------------------------------------------
+
+    def check_may_add_graphql(self, principal: Principal, values: JsonObject) -> None:
+        """Before an approval is asked for an add: the caller administers the org and named an endpoint."""
+        _admin(principal)
+        _url(values.get("endpoint"), "endpoint")
+
+    async def add_graphql(self, principal: Principal, body: Any) -> tuple[IntegrationRecord, int]:
+        """A new GraphQL integration (`graphql.registration`); its tool count is the snapshot's, or 0 when
+        every connection introspects the endpoint itself."""
+        _admin(principal)
+        values = _object(body)
+        _known(values, set(graphql_registration.FIELDS))
+        registration = partial(
+            graphql_registration.registration,
+            values,
+            endpoint=_url(values.get("endpoint"), "endpoint"),
+            static=_openapi_config(values),
+            auth_methods=(
+                openapi_auth.normalize_methods(values["authenticationTemplate"])
+                if values.get("authenticationTemplate") is not None
+                else ()
+            ),
+            name=_optional_text(values, "name", MAX_NAME_LENGTH),
+            description=_optional_text(values, "description", MAX_DESCRIPTION_LENGTH),
+            max_source_bytes=self._max_source_bytes,
+        )
+        async with self._compiling.turn(_caller(principal)):
+            validated = await trio.to_thread.run_sync(registration)
+        record = await self.add(principal, GRAPHQL, validated)
+        return record, await self.tool_count(record)
+
+    async def graphql_integration(self, principal: Principal, slug: str) -> IntegrationRecord:
+        record = await self.integration(principal, slug)
+        if record.kind != GRAPHQL:
+            raise IntegrationNotFound(f"GraphQL integration not found: {slug}", slug=slug)
+        return record
+
+    async def configure_graphql(self, principal: Principal, slug: str, body: Any) -> IntegrationRecord:
+        """`{endpoint?, headers?, queryParams?, authenticationTemplate?, mode?: merge|replace}`: set what is
+        given (`headers`/`queryParams` null clears them). Connections that introspect see a new endpoint or
+        credential on their next refresh."""
+        _admin(principal)
+        values = _object(body)
+        _known(values, {"endpoint", "headers", "queryParams", "authenticationTemplate", "mode"})
+        record = await self.graphql_integration(principal, slug)
+        mode = values.get("mode", "merge")
+        if mode not in ("merge", "replace"):
+            raise InvalidInput('mode must be "merge" or "replace"')
+        methods = record.auth_methods
+        if values.get("authenticationTemplate") is not None:
+            new = openapi_auth.normalize_methods(values["authenticationTemplate"])
+            methods = openapi_auth.merge_methods(record.auth_methods, new, mode)
+        config = dict(record.config)
+        if values.get("endpoint") is not None:
+            config["endpoint"] = _url(values["endpoint"], "endpoint")
+        static = {field: values[field] for field in ("headers", "queryParams") if field in values}
+        for field in static:
+            config.pop(field, None)
+        config.update(_openapi_config(static))
+        updated = attrs.evolve(record, auth_methods=methods, config=config, updated_at=self._clock())
+        await self._control.replace_integration(updated)
+        return updated
 
     # -- connections ---------------------------------------------------------------------------------
 

@@ -170,7 +170,7 @@ class Catalog:
         try:
             self._connected.kind(entry.integration).check_arguments(entry.tool, args)
         except ArgumentsRefused as refused:
-            return _failure("invalid_tool_arguments", str(refused))
+            return _failure(refused.code, str(refused))
         blocked = await self._pass_policy(
             entry.tool_id, entry.tool.requires_approval, entry.tool.approval_description, args, context
         )

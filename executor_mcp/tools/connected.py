@@ -1,6 +1,7 @@
-"""The executor's tools for the catalog itself: adding OpenAPI specs and managing connections.
+"""The executor's tools for the catalog itself: adding OpenAPI specs and GraphQL endpoints, managing connections.
 
-Paths `tools.executor.openapi.previewSpec|addSpec`, `tools.executor.coreTools.integrations.detect` and
+Paths `tools.executor.openapi.previewSpec|addSpec`, `tools.executor.graphql.getIntegration|addIntegration`,
+`tools.executor.coreTools.integrations.detect` and
 `tools.executor.coreTools.connections.list|create|createHandoff|remove|refresh` (upstream §3.2). What
 changes the catalog is approval-gated, and `connections.create` takes provider references or `none` only:
 a secret value never passes through the agent; `createHandoff` (ungated: it changes nothing until a person
@@ -14,6 +15,7 @@ from typing import Any
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.errors import InvalidConnectionInput, InvalidInput
+from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import INSTRUCTIONS, Handoffs, connect_url, handoff_id, handoff_terms
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json, tool_row
@@ -306,5 +308,90 @@ def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[Sta
             handler=refresh_connection,
             requires_approval=True,
             validate=check_key,
+        ),
+        *graphql_tools(integrations),
+    )
+
+
+# -- GraphQL ---------------------------------------------------------------------------------------------
+
+_GRAPHQL_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "slug": {"type": "string"},
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "endpoint": {"type": "string"},
+        "introspection": {"type": "string", "enum": ["snapshot", "connection"]},
+        "canRefresh": {"type": "boolean"},
+        "authMethods": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["slug", "endpoint"],
+}
+
+
+def graphql_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
+    """`executor.graphql.getIntegration` (ungated) and `executor.graphql.addIntegration` (approval-gated)."""
+
+    async def get_integration(args: Any, context: CallContext) -> JsonObject:
+        slug = _values(args).get("slug")
+        if not isinstance(slug, str) or not slug:
+            raise InvalidInput("slug must be a non-empty string")
+        return graphql_wire.summary(await integrations.graphql_integration(context.principal, slug), context.principal)
+
+    async def add_integration(args: Any, context: CallContext) -> JsonObject:
+        record, count = await integrations.add_graphql(context.principal, args)
+        return {"slug": record.slug, "toolCount": count}
+
+    def check_add(args: Any, context: CallContext) -> None:
+        integrations.check_may_add_graphql(context.principal, _values(args))
+
+    return (
+        StaticTool(
+            id="executor.graphql.getIntegration",
+            integration="executor",
+            name="graphql.getIntegration",
+            description="Show a GraphQL integration: its endpoint, where its schema comes from, its auth methods.",
+            input_schema={"type": "object", "properties": {"slug": {"type": "string"}}, "required": ["slug"]},
+            output_schema=_GRAPHQL_SUMMARY,
+            handler=get_integration,
+        ),
+        StaticTool(
+            id="executor.graphql.addIntegration",
+            integration="executor",
+            name="graphql.addIntegration",
+            description=(
+                "Add a GraphQL endpoint to this organization's catalog: its queries and mutations become tools "
+                "(query.<field>, mutation.<field>). Without `sdl` or `introspectionJson`, each connection "
+                "introspects the endpoint with its own credential. Never ask the user to paste API keys or tokens "
+                "into the chat: connections are created by the user outside it."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "endpoint": {"type": "string"},
+                    "slug": {"type": "string"},
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "sdl": {
+                        "type": "string",
+                        "description": "The schema's SDL, for an endpoint with introspection off",
+                    },
+                    "introspectionJson": {"type": "object", "description": "A saved introspection result"},
+                    "headers": {"type": "object"},
+                    "queryParams": {"type": "object"},
+                    "authenticationTemplate": {"type": "array"},
+                },
+                "required": ["endpoint"],
+            },
+            output_schema={
+                "type": "object",
+                "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
+                "required": ["slug", "toolCount"],
+            },
+            handler=add_integration,
+            requires_approval=True,
+            approval_description="Add a GraphQL integration",
+            validate=check_add,
         ),
     )

@@ -16,6 +16,9 @@ integrations, connections and tools over plain JSON HTTP (upstream-integrations 
     GET|DELETE /api/openapi/integrations/<slug>                the summary or null; DELETE -> 204
     GET|POST /api/openapi/integrations/<slug>/config           {authenticationTemplate?, mode?, baseUrl?}
     POST   /api/openapi/integrations/<slug>/spec               {spec?} -> {slug, toolCount, addedTools, removedTools}
+    POST   /api/graphql/integrations                           {endpoint, sdl?, ...} -> {slug, toolCount}
+    GET    /api/graphql/integrations/<slug>                    the summary or null
+    GET|POST /api/graphql/integrations/<slug>/config           {endpoint?, headers?, queryParams?, auth...?, mode?}
 
 Authenticated exactly like `/mcp`. Errors are upstream's `{"_tag": "<Error>", "message": ..., ...fields}`:
 every `IntegrationError` with its own status (400, 403, 404, 409), and the request's own refusals with the
@@ -38,7 +41,8 @@ from executor_mcp.auth.principal import Authenticator, Principal
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
-from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod
+from executor_mcp.integrations.graphql import wire as graphql_wire
+from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, ToolEntry, View
 from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row
 from executor_mcp.policies.model import Action, decide
@@ -56,6 +60,8 @@ MAX_SPEC_BODY_BYTES = 32 * 1024 * 1024
 # 32 MiB at `/mcp`'s pace (3.2 Mbit/s) would take 80 s: a spec upload gets longer than other bodies.
 SPEC_BODY_TIMEOUT_SECONDS = 120
 _SPEC_PATHS = re.compile(r"/api/openapi/(?:preview|specs|integrations/[^/]+/spec)")
+# Adding a GraphQL integration may carry its whole schema (an SDL document or an introspection snapshot).
+_GRAPHQL_SCHEMA_PATHS = re.compile(r"/api/graphql/integrations")
 _WITH_BODY = frozenset({"POST", "PATCH"})
 _TRUE = frozenset({"", "1", "true", "yes"})
 _REQUEST_TAGS = {
@@ -82,7 +88,8 @@ class ToolNotFound(IntegrationError):
 
 def body_limit(path: str) -> int:
     """The largest body a request to `path` may carry: the spec routes take a whole document."""
-    return MAX_SPEC_BODY_BYTES if _SPEC_PATHS.fullmatch(path) else MAX_BODY_BYTES
+    carries_source = _SPEC_PATHS.fullmatch(path) or _GRAPHQL_SCHEMA_PATHS.fullmatch(path)
+    return MAX_SPEC_BODY_BYTES if carries_source else MAX_BODY_BYTES
 
 
 @attrs.frozen
@@ -119,6 +126,7 @@ class IntegrationsApi:
     def _routes(self) -> tuple[_Route, ...]:
         connection = "/connections/<owner>/<integration>/<name>"
         openapi = "/openapi/integrations/<slug>"
+        graphql = "/graphql/integrations/<slug>"
         return (
             _Route("/integrations", "integrations", {"GET": self._list_integrations}),
             # A fixed path outranks `<slug>`, so an integration whose slug is `detect` is still reached here.
@@ -153,6 +161,11 @@ class IntegrationsApi:
             _Route(openapi, "openapi_integration", {"GET": self._openapi_summary, "DELETE": self._openapi_remove}),
             _Route(openapi + "/config", "openapi_config", {"GET": self._openapi_config, "POST": self._configure}),
             _Route(openapi + "/spec", "openapi_spec", {"POST": self._update_spec}),
+            _Route("/graphql/integrations", "graphql_integrations", {"POST": self._add_graphql}),
+            _Route(graphql, "graphql_integration", {"GET": self._graphql_summary}),
+            _Route(
+                graphql + "/config", "graphql_config", {"GET": self._graphql_config, "POST": self._configure_graphql}
+            ),
         )
 
     def _view(self, route: _Route) -> Callable[..., Awaitable[Response]]:
@@ -335,6 +348,36 @@ class IntegrationsApi:
 
     async def _update_spec(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
         return await self._integrations.update_openapi_spec(principal, slug, body)
+
+    # -- GraphQL -------------------------------------------------------------------------------------
+
+    async def _add_graphql(self, principal: Principal, body: JsonObject) -> JsonObject:
+        record, count = await self._integrations.add_graphql(principal, body)
+        return {"slug": record.slug, "toolCount": count}
+
+    async def _graphql_summary(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject | None:
+        try:
+            return graphql_wire.summary(await self._integrations.graphql_integration(principal, slug), principal)
+        except IntegrationNotFound:
+            return None
+
+    async def _graphql_config(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        return graphql_config(await self._integrations.graphql_integration(principal, slug), principal)
+
+    async def _configure_graphql(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        return graphql_config(await self._integrations.configure_graphql(principal, slug, body), principal)
+
+
+def graphql_config(record: IntegrationRecord, principal: Principal) -> JsonObject:
+    """A GraphQL integration's config: its endpoint, static headers and query parameters, where its schema
+    comes from (`snapshot` or each `connection`), and its auth methods."""
+    config = {key: record.config[key] for key in ("headers", "queryParams") if key in record.config}
+    return {
+        "endpoint": graphql_wire.endpoint_for(record, principal),
+        **config,
+        "introspection": record.config.get("introspection"),
+        "authenticationTemplate": [method_json(method) for method in record.auth_methods],
+    }
 
 
 def select_tools(

@@ -1,0 +1,192 @@
+"""GraphQL as a `Kind`: per-connection introspection and invocation through `Outbound`.
+
+A call and an introspection are the same request: a JSON POST to the endpoint with the integration's static
+headers and query parameters, and the connection's credential over them (a credential header or parameter
+wins over a static one of the same name).
+"""
+
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from executor_mcp.codec import JsonObject, converter, dumps
+from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result, render_credentials
+from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.integrations.graphql import introspection, response
+from executor_mcp.integrations.graphql.compile import compile_catalog
+from executor_mcp.integrations.graphql.operation import Binding, build_operation
+from executor_mcp.integrations.graphql.registration import PER_CONNECTION
+from executor_mcp.integrations.kinds import Discovery, Invocation
+from executor_mcp.integrations.model import (
+    GRAPHQL,
+    AuthMethod,
+    CompiledCatalog,
+    IntegrationRecord,
+    ToolDef,
+    decode_catalog,
+    encode_catalog,
+)
+from executor_mcp.outbound.client import Outbound
+from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
+
+BINDING_CACHE_SIZE = 4096
+JSON = "application/json"
+
+
+def _strings(value: Any) -> dict[str, str]:
+    """A config map of static values; anything that is not a string pair is not sendable and is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {name: text for name, text in value.items() if isinstance(name, str) and isinstance(text, str)}
+
+
+def credential_placements(
+    method: AuthMethod | None, credentials: Mapping[str, str | None]
+) -> tuple[dict[str, str], dict[str, str]] | CredentialMissing:
+    """The shared rendering, with upstream's GraphQL override: an oauth2 method's token goes in
+    `Authorization: Bearer` unless the method names another `header` and `prefix`."""
+    rendered = render_credentials(method, credentials)
+    if isinstance(rendered, CredentialMissing) or method is None or method.kind != "oauth2" or not method.oauth:
+        return rendered
+    header, prefix = method.oauth.get("header"), method.oauth.get("prefix")
+    if not isinstance(header, str) and not isinstance(prefix, str):
+        return rendered
+    token = rendered[0].pop("authorization")[len("Bearer ") :]
+    rendered[0][header if isinstance(header, str) and header else "Authorization"] = (
+        prefix if isinstance(prefix, str) else "Bearer "
+    ) + token
+    return rendered
+
+
+def http_request(
+    endpoint: str,
+    payload: JsonObject,
+    *,
+    static_headers: Mapping[str, str],
+    static_query: Mapping[str, str],
+    credential_headers: Mapping[str, str],
+    credential_query: Mapping[str, str],
+) -> OutboundRequest:
+    """The POST that carries one operation. Header names compare case-insensitively; the content type and
+    accept stay JSON whatever the static headers say."""
+    headers: dict[str, tuple[str, str]] = {"user-agent": ("User-Agent", introspection.USER_AGENT)}
+    for name, value in [*static_headers.items(), *credential_headers.items()]:
+        if name.lower() not in ("content-type", "accept", "content-length", "host"):
+            headers[name.lower()] = (name, value)
+    headers["content-type"] = ("Content-Type", JSON)
+    headers["accept"] = ("Accept", JSON)
+    parts = urllib.parse.urlsplit(endpoint)
+    query = [
+        (name, value)
+        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if name not in static_query and name not in credential_query
+    ]
+    query += [(name, value) for name, value in static_query.items() if name not in credential_query]
+    query += list(credential_query.items())
+    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+    return OutboundRequest(
+        method="POST",
+        url=url,
+        headers=tuple(headers.values()),
+        body=dumps(payload),
+        credential_headers=frozenset(name.lower() for name in credential_headers),
+        credential_query=frozenset(credential_query),
+    )
+
+
+class GraphqlKind:
+    name = GRAPHQL
+
+    def __init__(self, outbound: Outbound, *, max_source_bytes: int) -> None:
+        self._outbound = outbound
+        self._max_source_bytes = max_source_bytes
+        # Reading a large introspection answer is CPU work: in a worker thread, one at a time.
+        self._reading = trio.CapacityLimiter(1)
+        # Keyed by identity; the entry holds the ToolDef itself, so its id cannot be reused while cached.
+        self._bindings: OrderedDict[int, tuple[ToolDef, Binding]] = OrderedDict()
+
+    def compile(self, source: bytes) -> tuple[CompiledCatalog, bytes]:
+        if len(source) > self._max_source_bytes:
+            raise introspection.SchemaRefused(f"GraphQL schema is larger than {self._max_source_bytes} bytes")
+        catalog = compile_catalog(source)
+        return catalog, encode_catalog(catalog)
+
+    def decode(self, raw: bytes) -> CompiledCatalog:
+        return decode_catalog(raw)
+
+    def discovers(self, integration: IntegrationRecord) -> bool:
+        return integration.config.get("introspection") == PER_CONNECTION
+
+    def binding(self, tool: ToolDef) -> Binding:
+        cached = self._bindings.get(id(tool))
+        if cached is not None and cached[0] is tool:
+            self._bindings.move_to_end(id(tool))
+            return cached[1]
+        structured = converter.structure(tool.binding, Binding)
+        self._bindings[id(tool)] = (tool, structured)
+        if len(self._bindings) > BINDING_CACHE_SIZE:
+            self._bindings.popitem(last=False)
+        return structured
+
+    def check_arguments(self, tool: ToolDef, args: Any) -> None:
+        build_operation(self.binding(tool), args)
+
+    def _request(
+        self, integration: IntegrationRecord, template: str, credentials: Mapping[str, str | None], payload: JsonObject
+    ) -> OutboundRequest | CredentialMissing:
+        rendered = credential_placements(integration.auth_method(template), credentials)
+        if isinstance(rendered, CredentialMissing):
+            return rendered
+        endpoint = integration.config.get("endpoint")
+        return http_request(
+            endpoint if isinstance(endpoint, str) else "",
+            payload,
+            static_headers=_strings(integration.config.get("headers")),
+            static_query=_strings(integration.config.get("queryParams")),
+            credential_headers=rendered[0],
+            credential_query=rendered[1],
+        )
+
+    async def discover(self, discovery: Discovery) -> bytes:
+        """The connection's schema, introspected with its own credential (upstream: per connection, at tool
+        production), in the stored form; `DiscoveryFailed` with upstream's introspection messages."""
+        integration, connection = discovery.integration, discovery.connection
+        built = self._request(
+            integration, connection.template, discovery.credentials, {"query": introspection.INTROSPECTION_QUERY}
+        )
+        if isinstance(built, CredentialMissing):
+            raise DiscoveryFailed(
+                f'Connection "{connection.name}" for "{integration.slug}" has no resolvable credential value. '
+                "Re-authenticate or update the connection."
+            )
+        try:
+            answer = await self._outbound.send(built, collect_streams=False)
+        except OutboundFailure as failure:
+            raise DiscoveryFailed(failure.message) from None
+        secrets = tuple(discovery.credentials.values())
+        try:
+            return await trio.to_thread.run_sync(introspection.read_answer, answer, secrets, limiter=self._reading)
+        except introspection.SchemaRefused as refused:
+            raise DiscoveryFailed(refused.message) from None
+
+    async def invoke(self, invocation: Invocation) -> JsonObject:
+        integration, connection = invocation.integration, invocation.connection
+        try:
+            operation = build_operation(self.binding(invocation.tool), invocation.args)
+        except ArgumentsRefused as refused:
+            return {"ok": False, "error": {"code": refused.code, "message": str(refused)}}
+        built = self._request(integration, connection.template, invocation.credentials, operation.payload())
+        if isinstance(built, CredentialMissing):
+            return credential_missing_result(
+                integration=integration.slug, owner=connection.owner, connection=connection.name, oauth=built.oauth
+            )
+        try:
+            answer = await self._outbound.send(built, collect_streams=False)
+        except OutboundFailure as failure:
+            return {"ok": False, "error": failure.as_error()}
+        return response.classify(
+            answer, integration=integration.slug, owner=connection.owner, connection=connection.name
+        )
