@@ -11,13 +11,15 @@ checked against the address grammar or the static tool ids: no text from the cal
 """
 
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.execution.results import truncate
+from executor_mcp.execution.results import MAX_TEXT, truncate
 from executor_mcp.execution.texts import inventory_block
 from executor_mcp.integrations.addresses import MAX_CONNECTION_NAME, parse_tool_address, valid_slug
 from executor_mcp.policies.service import Policies
@@ -38,6 +40,10 @@ MAX_SEARCH_LIMIT = 50
 MAX_ITEM_DESCRIPTION = 1_000
 MAX_ITEM_TYPES = 2_000
 SEARCH_FIELDS = ("query", "namespace", "limit", "offset")
+# A search answers no more matches than its text shows whole (execute cuts text at `MAX_TEXT`); the rest are
+# the next page. The margin is for the page's own fields around the matches.
+SEARCH_TEXT_BUDGET = MAX_TEXT - 1_000
+ITEM_INDENT = 4  # a match's lines in the indented page, inside `items`
 
 RunCode = Callable[[str, ToolContext], Awaitable[JsonObject]]
 
@@ -49,8 +55,8 @@ SEARCH_DESCRIPTION = "\n".join(
         "`invoke` takes for it (absent when it takes none), with the named types it uses in `inputDefinitions`, "
         "so you can call `invoke({ path, args })` right away.",
         '`search({ query: "create issue" })` ranks tools by keywords; `search({ namespace: "<integration>", '
-        'query: "" })` lists every tool of one integration. At most 50 matches a call (10 by default): page with '
-        "`limit` and `offset` (the answer's `nextOffset`).",
+        'query: "" })` lists every tool of one integration. At most 50 matches a call (10 by default, fewer when '
+        "their types are long): page with `limit` and `offset` (the answer's `nextOffset`).",
         "`search({ path })` describes one tool fully: its input and output types and every named type they use. "
         "Use it when a match's types end in `[truncated N chars]` or name a type its `inputDefinitions` lack.",
     ]
@@ -157,6 +163,14 @@ def search_arguments(arguments: JsonObject) -> JsonObject:
     return {**options, "limit": limit}
 
 
+def shortened_page(found: JsonObject, matches: list[JsonObject], start: Any) -> JsonObject:
+    """`tools.search`'s page holding only the first `matches` (those that fit the text budget), its paging
+    moved back to go on right after them. `start` is the offset the built-in took (and floored)."""
+    consumed = math.floor(start) + len(matches)
+    has_more = consumed < found["total"]
+    return {**found, "items": matches, "hasMore": has_more, "nextOffset": consumed if has_more else None}
+
+
 def search_match(item: JsonObject, described: JsonObject) -> JsonObject:
     """A search match with what `invoke` needs: its input type and the named types that type uses, bounded."""
     match = dict(item)
@@ -200,14 +214,20 @@ def passthrough_tools(run_code: RunCode, catalog: Catalog, policies: Policies) -
                     return _error(f"Give either path (to describe one tool) or {', '.join(mixed)} (to search).")
                 described = await catalog.invoke("describe.tool", {"path": arguments["path"]}, call)
                 return _answer(described, failed="error" in described)
-            found = await catalog.invoke("search", search_arguments(arguments), call)
-            items = [
-                search_match(item, await catalog.invoke("describe.tool", {"path": item["path"]}, call))
-                for item in found["items"]
-            ]
+            options = search_arguments(arguments)
+            found = await catalog.invoke("search", options, call)
+            matches: list[JsonObject] = []
+            used = 0
+            for item in found["items"]:
+                match = search_match(item, await catalog.invoke("describe.tool", {"path": item["path"]}, call))
+                shown = _shown(match)
+                used += len(shown) + ITEM_INDENT * (shown.count("\n") + 1) + 2  # nested, and `,\n`
+                if matches and used > SEARCH_TEXT_BUDGET:
+                    break
+                matches.append(match)
         except ToolThrow as refused:
             return _error(str(refused))
-        return _answer({**found, "items": items})
+        return _answer(shortened_page(found, matches, start=options.get("offset", 0)))
 
     async def search_listing(meta: SessionMeta) -> Tool:
         block = inventory_block(await catalog.connected_slugs(meta.owner))
@@ -238,13 +258,15 @@ async def _never_gated(interaction: Interaction) -> None:
     raise ToolThrow(f'Tool "{interaction.address}" cannot be approved from search.')
 
 
+def _shown(value: Any) -> str:
+    """A value as execute shows a returned one: indented JSON."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def _answer(value: JsonObject, *, failed: bool = False) -> JsonObject:
     """As execute shows a returned object: indented JSON text (capped like execute's), the value itself
     structured."""
-    result: JsonObject = {
-        "content": [{"type": "text", "text": truncate(json.dumps(value, indent=2, ensure_ascii=False))}],
-        "structuredContent": value,
-    }
+    result: JsonObject = {"content": [{"type": "text", "text": truncate(_shown(value))}], "structuredContent": value}
     return {**result, "isError": True} if failed else result
 
 

@@ -173,6 +173,48 @@ async def test_describing_an_unknown_path_is_tool_not_found_with_suggestions(ord
     assert GET_ORDER in result.structured_content["error"]["suggestions"]
 
 
+async def test_a_page_of_long_types_is_shown_whole_and_paging_reaches_every_match(
+    executor: ServerUnderTest, http: httpx.AsyncClient, passthrough: Client
+) -> None:
+    fields = {
+        f"field{index}": {"type": "string", "enum": [f"value-{index}-{n}" for n in range(8)]} for index in range(8)
+    }
+    body = {"content": {"application/json": {"schema": {"type": "object", "properties": fields}}}}
+    operations = {
+        f"/widgets{index}": {
+            "post": {
+                "operationId": f"makeWidget{index}",
+                "requestBody": body,
+                "responses": {"200": {"description": "ok"}},
+            }
+        }
+        for index in range(60)
+    }
+    spec = {"openapi": "3.0.3", "info": {"title": "Widgets", "version": "1"}, "paths": operations}
+    added = await http.post(
+        executor.running.url + "/api/openapi/specs",
+        json={"spec": {"kind": "blob", "value": json.dumps(spec)}, "slug": "widgets"},
+    )
+    assert added.status_code == 200, added.text
+    connection = {"owner": "org", "name": "main", "integration": "widgets", "template": "none"}
+    assert (await http.post(executor.running.url + "/api/connections", json=connection)).status_code == 200
+    paths: list[str] = []
+    offset: int | None = 0
+    for _ in range(10):
+        page = await passthrough.call_tool(
+            "search", {"namespace": "widgets", "query": "", "limit": 50, "offset": offset}
+        )
+        assert json.loads(text_of(page)) == page.structured_content  # never cut mid-JSON
+        items = page.structured_content["items"]
+        assert 0 < len(items) < 50  # each match's type is long: fewer than asked fit, the rest are the next page
+        assert all("inputTypeScript" in item for item in items)
+        paths += [item["path"] for item in items]
+        offset = page.structured_content["nextOffset"]
+        if offset is None:
+            break
+    assert len(paths) == len(set(paths)) == 60
+
+
 # -- invoke ---------------------------------------------------------------------------------------
 
 

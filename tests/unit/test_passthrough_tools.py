@@ -17,6 +17,7 @@ from executor_mcp.toolserver.passthrough_tools import (
     invoke_program,
     search_arguments,
     search_match,
+    shortened_page,
 )
 
 STATIC = {"executor.coreTools.integrations.list", "executor.coreTools.policies.create"}
@@ -162,3 +163,11 @@ def test_input_definitions_end_on_cycles_and_ignore_what_is_not_a_type() -> None
         "A": "{ b: B; }",
         "B": "{ a: A; self: B; }",
     }
+
+
+def test_a_shortened_page_goes_on_right_after_its_last_match() -> None:
+    found = {"items": [{"path": str(n)} for n in range(5)], "total": 12, "hasMore": True, "nextOffset": 10}
+    kept = found["items"][:2]
+    assert shortened_page(found, kept, start=5) == {"items": kept, "total": 12, "hasMore": True, "nextOffset": 7}
+    assert shortened_page(found, found["items"], start=7.9) == {**found, "hasMore": False, "nextOffset": None}
+    assert shortened_page({**found, "items": []}, [], start=40)["nextOffset"] is None
