@@ -25,7 +25,7 @@ from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.sessions.lifecycle import Event, IdlePolicy, idle_verdict
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
+from executor_mcp.storage.records import EXECUTE_MODE, Owner, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.toolserver.server import ToolServer
@@ -105,6 +105,7 @@ class SessionManager:
         version: str,
         initialize_request: bytes,
         elicitation_mode: str = "model",
+        mode: str = EXECUTE_MODE,
     ) -> Session:
         self._refuse_if_draining()
         await self._make_room(owner)
@@ -119,6 +120,7 @@ class SessionManager:
             client_capabilities=params.capabilities,
             created_at=now,
             elicitation_mode=elicitation_mode,
+            mode=mode,
         )
         # Known (restoring) before anything is written, so a shutdown meanwhile ends it like any other.
         session = self._sessions[session_id] = Session(session_id)

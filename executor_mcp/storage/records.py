@@ -8,6 +8,8 @@ import attrs
 from executor_mcp.codec import JsonObject, converter, dumps, loads
 
 R = TypeVar("R")
+EXECUTE_MODE = "execute"
+PASSTHROUGH_MODE = "passthrough"
 log = logging.getLogger(__name__)
 
 
@@ -52,6 +54,8 @@ class SessionMeta:
     client_capabilities: JsonObject
     created_at: float
     elicitation_mode: str = "model"  # how approvals are asked: "model" (pause and resume) or "native"
+    # Which tools it lists: `execute` and `skills`, or (`?mode=passthrough`) `search` and `invoke`.
+    mode: str = EXECUTE_MODE
 
 
 def encode(record: Any) -> bytes:

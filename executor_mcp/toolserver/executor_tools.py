@@ -1,4 +1,5 @@
-"""The product's MCP tools: `execute`, `skills` and (in model mode) `resume`.
+"""The product's MCP tools: `execute`, `skills` and (in model mode) `resume`; in passthrough mode
+`search` and `invoke` (`passthrough_tools.py`) instead of `execute` and `skills`.
 
 An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
 later request, from this session or another of the same account and org. In `native` elicitation mode
@@ -31,9 +32,12 @@ from executor_mcp.execution.texts import (
 )
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
-from executor_mcp.storage.records import SessionMeta
+from executor_mcp.storage.records import PASSTHROUGH_MODE, SessionMeta
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.context import CallContext, Gate, Interaction
+from executor_mcp.toolserver.arguments import invalid, type_issue, zod_type
+from executor_mcp.toolserver.passthrough_tools import RESUME_DESCRIPTION as PASSTHROUGH_RESUME_DESCRIPTION
+from executor_mcp.toolserver.passthrough_tools import passthrough_tools
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
@@ -96,8 +100,12 @@ def executor_tools(
         code = arguments.get("code")
         issues = _code_issues(code)
         if issues:
-            return _invalid("execute", issues)
+            return invalid("execute", issues)
         assert isinstance(code, str)
+        return await run_code(code.strip(), context)
+
+    async def run_code(code: str, context: ToolContext) -> JsonObject:
+        """One execution of `code` in the session, rendered: what `execute` and passthrough `invoke` answer."""
         owner = context.session.owner
         slot = admission.admit(owner)
         if isinstance(slot, Refusal):
@@ -109,9 +117,7 @@ def executor_tools(
         call_context = CallContext(principal=owner, policies=policies, gate=gate)
 
         async def body() -> JsonObject:
-            outcome = await engine.run(
-                code.strip(), lambda path, args: catalog.invoke(path, args, call_context), account=owner
-            )
+            outcome = await engine.run(code, lambda path, args: catalog.invoke(path, args, call_context), account=owner)
             return render(outcome)
 
         def defect() -> JsonObject:
@@ -133,7 +139,7 @@ def executor_tools(
         execution_id, action = arguments.get("executionId"), arguments.get("action")
         issues = []
         if not isinstance(execution_id, str):
-            issues.append(_type_issue("executionId", execution_id))
+            issues.append(type_issue("executionId", execution_id))
         if action not in ACTIONS:
             issues.append(
                 {
@@ -145,7 +151,7 @@ def executor_tools(
                 }
             )
         if issues:
-            return _invalid("resume", issues)
+            return invalid("resume", issues)
         assert isinstance(execution_id, str)
         assert isinstance(action, str)
         answer = Answer(action=action, content=_content(arguments.get("content")))
@@ -154,8 +160,8 @@ def executor_tools(
     async def skills(arguments: JsonObject, context: ToolContext) -> JsonObject:
         name = arguments.get("name")
         if name is not None and not isinstance(name, str):
-            issue = {"code": "invalid_type", "expected": "string", "received": _zod_type(name), "path": ["name"]}
-            return _invalid("skills", [{**issue, "message": f"Expected string, received {issue['received']}"}])
+            issue = {"code": "invalid_type", "expected": "string", "received": zod_type(name), "path": ["name"]}
+            return invalid("skills", [{**issue, "message": f"Expected string, received {issue['received']}"}])
         if not name:
             return {"content": [{"type": "text", "text": SKILLS_INDEX}]}
         skill = SKILLS.get(name)
@@ -178,8 +184,13 @@ def executor_tools(
         [RegisteredTool(EXECUTE, execute, listing=execute_listing), RegisteredTool(SKILLS_TOOL, skills)]
     )
     model = ToolRegistry([*native, RegisteredTool(RESUME, resume)])
+    passthrough_native = ToolRegistry(list(passthrough_tools(run_code, catalog, policies)))
+    passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
+    passthrough_model = ToolRegistry([*passthrough_native, RegisteredTool(passthrough_resume, resume)])
 
     def factory(meta: SessionMeta) -> ToolRegistry:
+        if meta.mode == PASSTHROUGH_MODE:
+            return passthrough_native if meta.elicitation_mode == "native" else passthrough_model
         return native if meta.elicitation_mode == "native" else model
 
     return factory
@@ -213,15 +224,9 @@ def _content(raw: Any) -> JsonObject | None:
     return value if isinstance(value, dict) and value else None
 
 
-def _type_issue(field: str, value: Any) -> JsonObject:
-    received = _zod_type(value)
-    message = "Required" if value is None else f"Expected string, received {received}"
-    return {"code": "invalid_type", "expected": "string", "received": received, "path": [field], "message": message}
-
-
 def _code_issues(code: Any) -> list[JsonObject]:
     if not isinstance(code, str):
-        return [_type_issue("code", code)]
+        return [type_issue("code", code)]
     if not code.strip():
         return [
             {
@@ -235,22 +240,3 @@ def _code_issues(code: Any) -> list[JsonObject]:
             }
         ]
     return []
-
-
-def _zod_type(value: Any) -> str:
-    if value is None:
-        return "undefined"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
-def _invalid(tool: str, issues: list[JsonObject]) -> JsonObject:
-    text = (
-        f"MCP error -32602: Input validation error: Invalid arguments for tool {tool}: {json.dumps(issues, indent=2)}"
-    )
-    return {"content": [{"type": "text", "text": text}], "isError": True}

@@ -61,6 +61,7 @@ from executor_mcp.protocol.mcp import (
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
+from executor_mcp.storage.records import EXECUTE_MODE, PASSTHROUGH_MODE
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
 from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, declares_body
@@ -170,8 +171,9 @@ class McpEndpoint:
             return _answer_json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
         version = negotiate_version(params.protocol_version)
         # Chosen once, at creation, from the URL (upstream §3.1); never from the client's capabilities.
-        mode = "native" if exchange.query("elicitation_mode") == "native" else "model"
-        session = await self._manager.create(principal, RESOURCE, params, version, raw, mode)
+        elicitation = "native" if exchange.query("elicitation_mode") == "native" else "model"
+        mode = PASSTHROUGH_MODE if exchange.query("mode") == PASSTHROUGH_MODE else EXECUTE_MODE
+        session = await self._manager.create(principal, RESOURCE, params, version, raw, elicitation, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
         return _answer_json(encode(answer), headers={rules.SESSION_HEADER: session.id})
 
