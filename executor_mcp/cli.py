@@ -16,6 +16,7 @@ _DATA_OPTIONS = {"data_dir", "log_level"}
 # What building the integrations service reads: the outbound guard and limits, and the secret providers.
 _INTEGRATION_OPTIONS = _DATA_OPTIONS | {
     "allow_local_network",
+    "allow_stdio_mcp",
     "integration_max_response_bytes",
     "integration_max_spec_bytes",
     "secret_env",
