@@ -39,7 +39,7 @@ def integration_json(record: IntegrationRecord) -> JsonObject:
         "canRefresh": record.can_refresh,
         "authMethods": describe_methods(record.auth_methods),
     }
-    display = record.config.get("baseUrl") or record.config.get("specUrl")
+    display = record.config.get("baseUrl") or record.config.get("specUrl") or record.config.get("endpoint")
     if display:
         body["displayUrl"] = display_url(display)
     return body
