@@ -36,7 +36,7 @@ async def downstream(
     state: Path, *, transport: str = "streamable", port: int = 0, token: str | None = None
 ) -> AsyncIterator[Downstream]:
     """A downstream server for the block; it is terminated (and reaped) when the block ends."""
-    state.mkdir(parents=True, exist_ok=True)
+    await trio.Path(state).mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(DOWNSTREAM), "--transport", transport, "--port", str(port), "--state", str(state)]
     if token:
         command += ["--token", token]

@@ -118,9 +118,14 @@ async def test_a_call_rejected_with_401_is_connection_rejected(
     async with downstream(tmp_path / "state") as open_server:
         await add_and_connect(http, executor, open_server.url)
         port = open_server.port
-    async with downstream(tmp_path / "state", port=port, token=TOKEN):
-        async with connect(executor.url, mode="legacy") as (client, _):
-            rejected = await run(client, 'return await tools.down.org.main.echo({text: "x"})')
+    async with (
+        downstream(tmp_path / "state", port=port, token=TOKEN),
+        connect(executor.url, mode="legacy") as (
+            client,
+            _,
+        ),
+    ):
+        rejected = await run(client, 'return await tools.down.org.main.echo({text: "x"})')
     assert rejected["ok"] is False
     assert rejected["error"]["code"] == "connection_rejected"
     assert rejected["error"]["status"] == 401
@@ -135,9 +140,8 @@ async def test_a_downstream_restart_mid_session_is_survived(
         async with connect(executor.url, mode="legacy") as (client, _):
             first = await run(client, 'return await tools.down.org.main.echo({text: "before"})')
             assert first["ok"] is True
-    async with downstream(tmp_path / "state", port=port):
-        async with connect(executor.url, mode="legacy") as (client, _):
-            after = await run(client, 'return await tools.down.org.main.echo({text: "after"})')
+    async with downstream(tmp_path / "state", port=port), connect(executor.url, mode="legacy") as (client, _):
+        after = await run(client, 'return await tools.down.org.main.echo({text: "after"})')
     assert after["ok"] is True, after
     assert after["data"]["content"][0]["text"] == "echo: after"
 
@@ -208,7 +212,8 @@ async def test_code_adds_a_server_with_approval(executor: ServerUnderTest, tmp_p
         probed = await run(
             client, f"return await tools.executor.mcp.probeEndpoint({{endpoint: {json.dumps(server.url)}}})"
         )
-        assert probed["ok"] is True and probed["data"]["toolCount"] == 6
+        assert probed["ok"] is True
+        assert probed["data"]["toolCount"] == 6
         code = f'return await tools.executor.mcp.addServer({{name: "From Code", endpoint: {json.dumps(server.url)}}})'
         paused = await client.call_tool("execute", {"code": code})
         assert "Add an MCP server integration" in text_of(paused)
