@@ -158,7 +158,9 @@ def _add_mcp_command(actions: "argparse._SubParsersAction[argparse.ArgumentParse
     add.add_argument("--description", help="what agents read about it")
     source = add.add_mutually_exclusive_group(required=True)
     source.add_argument("--url", help="the remote server's endpoint")
-    source.add_argument("--command", help="a stdio server's command (needs --allow-stdio-mcp where it runs)")
+    source.add_argument(
+        "--command", dest="stdio_command", help="a stdio server's command (needs --allow-stdio-mcp where it runs)"
+    )
     add.add_argument("--transport", choices=("auto", "streamable-http", "sse"), help="remote transport (default auto)")
     add.add_argument(
         "--header-auth",
@@ -297,7 +299,7 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
                     slug=args.slug,
                     description=args.description,
                     url=args.url,
-                    command=args.command,
+                    command=args.stdio_command,
                     transport=args.transport,
                     header_auth=args.header_auth,
                     headers=args.header,

@@ -12,6 +12,7 @@ import trio
 from mcp import Client
 
 from tests.conftest import ServerUnderTest, start_server
+from tests.integration.test_integrations_cli import cli
 from tests.mcp_support import api, downstream
 from tests.sdk import connect, execution_id, text_of
 
@@ -221,3 +222,31 @@ async def test_code_adds_a_server_with_approval(executor: ServerUnderTest, tmp_p
         assert resumed.structured_content["result"] == {"ok": True, "data": {"slug": "from_code", "toolCount": 0}}
         got = await run(client, 'return await tools.executor.mcp.getServer({slug: "from_code"})')
         assert got["data"]["server"]["config"]["endpoint"] == server.url
+
+
+async def test_the_cli_adds_remote_and_header_servers_and_lists_them(
+    executor: ServerUnderTest, http: httpx.AsyncClient, tmp_path: Path, data_dir: Path
+) -> None:
+    async with downstream(tmp_path / "state", token=TOKEN) as server:
+        added = await cli(
+            data_dir, "integrations", "add-mcp", "--name", "Guarded", "--url", server.url,
+            "--header-auth", "Authorization:Bearer ", "--header", "X-Static=1",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.decode().strip() == "guarded"
+        connected = await cli(
+            data_dir, "connections", "add", "--integration", "guarded", "--name", "main", "--template", "header",
+            "--allow-local-network", stdin=TOKEN.encode(),
+        )  # fmt: skip
+        assert connected.returncode == 0, connected.stderr
+        listed = await cli(data_dir, "integrations", "list")
+        assert f"guarded\tmcp\tGuarded\t{server.url}" in listed.stdout.decode()
+        shown = json.loads((await cli(data_dir, "integrations", "show", "guarded")).stdout)
+        assert shown["config"]["headers"] == {"X-Static": "1"}
+        async with connect(executor.url, mode="legacy") as (client, _):
+            echoed = await run(client, 'return await tools.guarded.org.main.echo({text: "from the cli"})')
+        assert echoed["ok"] is True, echoed
+        assert echoed["data"]["content"][0]["text"] == "echo: from the cli"
+        refused = await cli(data_dir, "integrations", "add-mcp", "--name", "Local", "--command", "/bin/true")
+        assert refused.returncode == 2
+        assert b"MCP stdio transport is disabled." in refused.stderr
