@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.integrations.errors import InvalidInput
+from executor_mcp.integrations.handoff import Handoff, choose_method, connection_request
 from executor_mcp.integrations.mcp import protocol, results
 from executor_mcp.integrations.mcp.compile import (
     MAX_SCHEMA_DEPTH,
@@ -20,7 +22,7 @@ from executor_mcp.integrations.mcp.compile import (
 from executor_mcp.integrations.mcp.pool import SessionPool, identity_key
 from executor_mcp.integrations.mcp.protocol import ProtocolError, SseDecoder
 from executor_mcp.integrations.mcp.registration import OAUTH_LATER, STDIO_DISABLED, reconfigured, registration
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, Placement
+from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, MCP, IntegrationRecord, Placement
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.outbound.model import BLOCKED, OutboundFailure, OutboundRequest
 
@@ -252,3 +254,58 @@ async def test_streams_go_through_the_guard() -> None:
             async with outbound.stream(OutboundRequest(method="GET", url="http://127.0.0.1:9/sse")):
                 pass
     assert refused.value.code == BLOCKED
+
+
+@pytest.mark.parametrize(
+    ("body", "template", "inputs"),
+    [
+        (
+            {"name": "h", "endpoint": "http://h/", "auth": {"kind": "header", "headerName": "X-Key"}},
+            "header",
+            ("token",),
+        ),
+        (
+            {
+                "transport": "stdio",
+                "name": "s",
+                "command": "srv",
+                "authenticationTemplate": [{"slug": "env", "kind": "stdio_env", "vars": ["TOKEN_A", "TOKEN_B"]}],
+            },
+            "env",
+            ("TOKEN_A", "TOKEN_B"),
+        ),
+    ],
+)
+def test_header_and_env_templates_are_handed_off_like_api_keys(
+    body: dict[str, Any], template: str, inputs: tuple[str, ...]
+) -> None:
+    added = registration(body, stdio_allowed=True)
+    record = IntegrationRecord(
+        org_id="o",
+        slug=added.slug or "x",
+        kind=MCP,
+        name=added.name,
+        description="",
+        source_hash="",
+        config=added.config,
+        auth_methods=added.auth_methods,
+        created_at=0.0,
+        updated_at=0.0,
+    )
+    method = choose_method(record, None)
+    assert (method.slug, method.inputs) == (template, inputs)
+    values = {name: f"value-{name}" for name in inputs}
+    request = connection_request(
+        Handoff(
+            principal=LOCAL_PRINCIPAL,
+            owner="org",
+            integration=record.slug,
+            template=template,
+            label=None,
+            expires_at=0.0,
+        ),
+        {"values": values},
+        method,
+        "main",
+    )
+    assert request["values"] == values
