@@ -49,6 +49,7 @@ from executor_mcp.integrations.model import (
     BUILT_IN_SLUG,
     NO_AUTH,
     OPENAPI,
+    AuthMethod,
     CompiledCatalog,
     ConnectionRecord,
     IntegrationRecord,
@@ -504,7 +505,13 @@ class Integrations:
         return self._kinds.get(name)
 
     async def reconfigure(
-        self, principal: Principal, slug: str, *, kind_name: str, config: JsonObject, auth_methods: tuple[Any, ...]
+        self,
+        principal: Principal,
+        slug: str,
+        *,
+        kind_name: str,
+        config: JsonObject,
+        auth_methods: tuple[AuthMethod, ...],
     ) -> IntegrationRecord:
         """A discovering integration's new connection-facing config: every connection lists its tools again
         (each is due once it was listed before this change, see `due_at`)."""

@@ -296,7 +296,9 @@ def registration(body: Any, *, stdio_allowed: bool) -> Registration:
     )
 
 
-def reconfigured(config: JsonObject, body: Any, methods: tuple[AuthMethod, ...], *, stdio_allowed: bool):
+def reconfigured(
+    config: JsonObject, body: Any, methods: tuple[AuthMethod, ...], *, stdio_allowed: bool
+) -> tuple[JsonObject, tuple[AuthMethod, ...]]:
     """`config` changes (`CONFIG_FIELDS`) applied over the stored config: the new config and methods. Auth
     stays unless the change names `auth` or `authenticationTemplate`."""
     if not isinstance(body, dict):
