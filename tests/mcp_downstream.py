@@ -1,6 +1,6 @@
 """A downstream MCP server built with the official SDK, run by tests as a subprocess (asyncio + uvicorn):
 
-    python tests/mcp_downstream.py --transport streamable|sse [--port N] [--token T] --state DIR
+    python tests/mcp_downstream.py --transport streamable|sse [--port N] [--token T] [--extra] --state DIR
 
 It binds 127.0.0.1 (port 0 unless given, so a restart can take the same port back), prints `PORT <n>` once it
 listens, and serves until SIGTERM. With `--token`, every request without `Authorization: Bearer <token>` is
@@ -21,8 +21,14 @@ from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n-not-really-a-png").decode()
 
 
-def build(state: Path) -> MCPServer:
+def build(state: Path, *, extra: bool = False) -> MCPServer:
     server = MCPServer("downstream", version="1.2.3")
+
+    if extra:
+
+        @server.tool(description="Only on servers started with --extra.")
+        def extra_tool() -> str:
+            return "extra"
 
     @server.tool(description="Echo the text back.")
     def echo(text: str) -> str:
@@ -97,8 +103,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--token")
     parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--extra", action="store_true", help="one more tool, extra_tool")
     options = parser.parse_args()
-    server = build(options.state)
+    server = build(options.state, extra=options.extra)
     app = server.streamable_http_app() if options.transport == "streamable" else server.sse_app()
     if options.token:
         app = RequireBearer(app, options.token)

@@ -33,13 +33,15 @@ class Downstream:
 
 @asynccontextmanager
 async def downstream(
-    state: Path, *, transport: str = "streamable", port: int = 0, token: str | None = None
+    state: Path, *, transport: str = "streamable", port: int = 0, token: str | None = None, extra: bool = False
 ) -> AsyncIterator[Downstream]:
     """A downstream server for the block; it is terminated (and reaped) when the block ends."""
     await trio.Path(state).mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(DOWNSTREAM), "--transport", transport, "--port", str(port), "--state", str(state)]
     if token:
         command += ["--token", token]
+    if extra:
+        command.append("--extra")
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert process.stdout is not None

@@ -250,3 +250,19 @@ async def test_the_cli_adds_remote_and_header_servers_and_lists_them(
         refused = await cli(data_dir, "integrations", "add-mcp", "--name", "Local", "--command", "/bin/true")
         assert refused.returncode == 2
         assert b"MCP stdio transport is disabled." in refused.stderr
+
+
+async def test_a_new_endpoint_makes_every_connection_list_its_tools_again(
+    executor: ServerUnderTest, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    async with downstream(tmp_path / "a") as first, downstream(tmp_path / "b", transport="sse", extra=True) as second:
+        await add_and_connect(http, executor, first.url)
+        assert len(await api(http, executor, "GET", "/api/tools?integration=down")) == 6
+        await api(
+            http, executor, "POST", "/api/mcp/servers/down/config", {"endpoint": second.url, "remoteTransport": "sse"}
+        )
+        names: list[str] = []
+        with trio.fail_after(10):
+            while "extra_tool" not in names:
+                await trio.sleep(0.05)
+                names = [row["name"] for row in await api(http, executor, "GET", "/api/tools?integration=down")]
