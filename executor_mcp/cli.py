@@ -16,6 +16,7 @@ _DATA_OPTIONS = {"data_dir", "log_level"}
 # What building the integrations service reads: the outbound guard and limits, and the secret providers.
 _INTEGRATION_OPTIONS = _DATA_OPTIONS | {
     "allow_local_network",
+    "allow_stdio_mcp",
     "integration_max_response_bytes",
     "integration_max_spec_bytes",
     "secret_env",
@@ -162,11 +163,41 @@ def _integration_commands(commands: "argparse._SubParsersAction[argparse.Argumen
         command.add_argument("slug")
         _org_option(command)
         _add_options(command, _INTEGRATION_OPTIONS)
+    _add_mcp_command(actions)
     update = actions.add_parser("update", help="a new spec from --url or --file, or the stored URL again")
     update.add_argument("slug")
     _spec_source(update, required=False)
     _org_option(update)
     _add_options(update, _INTEGRATION_OPTIONS)
+
+
+def _add_mcp_command(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    add = actions.add_parser("add-mcp", help="add an MCP server (remote URL, or a stdio command) to the org")
+    add.add_argument("--name", required=True, help="display name (the slug defaults to it)")
+    add.add_argument("--slug", help="its id in tool paths (default: from the name, the host or the command)")
+    add.add_argument("--description", help="what agents read about it")
+    source = add.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url", help="the remote server's endpoint")
+    source.add_argument(
+        "--command", dest="stdio_command", help="a stdio server's command (needs --allow-stdio-mcp where it runs)"
+    )
+    add.add_argument("--transport", choices=("auto", "streamable-http", "sse"), help="remote transport (default auto)")
+    add.add_argument(
+        "--header-auth",
+        metavar="NAME[:PREFIX]",
+        help="connections send their token in this header, e.g. 'Authorization:Bearer '",
+    )
+    add.add_argument("--header", action="append", default=[], metavar="K=V", help="a static header (repeatable)")
+    add.add_argument("--arg", action="append", default=[], metavar="ARG", help="a stdio command argument (repeatable)")
+    add.add_argument(
+        "--env-var",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an environment variable each connection supplies to the stdio command (repeatable)",
+    )
+    _org_option(add)
+    _add_options(add, _INTEGRATION_OPTIONS)
 
 
 def _connection_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -200,7 +231,13 @@ def _connection_commands(commands: "argparse._SubParsersAction[argparse.Argument
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["mcp-stdio-lifeline"]:
+        # How the single binary re-executes itself as the shim a stdio MCP server runs under; not for people.
+        from executor_mcp.integrations.mcp.lifeline import main as lifeline_main
+
+        return lifeline_main(arguments[1:])
+    args = _parser().parse_args(arguments)
     if args.command == "sandbox-worker":
         from executor_mcp.sandbox.worker import main as worker_main  # light: the worker needs no server
 
@@ -285,6 +322,24 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
                 args.description,
                 args.header_auth,
                 args.query_auth,
+            )
+        case "integrations", "add-mcp":
+            return partial(
+                commands.integrations_add_mcp,
+                settings,
+                args.org,
+                commands.mcp_server_body(
+                    name=args.name,
+                    slug=args.slug,
+                    description=args.description,
+                    url=args.url,
+                    command=args.stdio_command,
+                    transport=args.transport,
+                    header_auth=args.header_auth,
+                    headers=args.header,
+                    args=args.arg,
+                    env_vars=args.env_var,
+                ),
             )
         case "integrations", "list":
             return partial(commands.integrations_list, settings, args.org)

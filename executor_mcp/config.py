@@ -69,6 +69,7 @@ class Settings:
     allowed_origin: tuple[str, ...] = ()
     allowed_host: tuple[str, ...] = ()
     allow_local_network: bool = False
+    allow_stdio_mcp: bool = False
     integration_max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     integration_max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES
     secret_env: tuple[str, ...] = ()
@@ -288,6 +289,13 @@ OPTIONS = (
         _switch,
         "let integrations reach loopback, private and link-local addresses (default off: the SSRF guard refuses "
         "them; metadata addresses stay refused)",
+        switch=True,
+    ),
+    Option(
+        "allow_stdio_mcp",
+        _switch,
+        "let MCP integrations run local commands as stdio MCP servers (default off; each runs with an empty "
+        "environment plus the variables its connection names)",
         switch=True,
     ),
     Option(

@@ -5,7 +5,8 @@ from contextlib import asynccontextmanager
 
 from executor_mcp.config import Settings
 from executor_mcp.integrations.graphql.kind import GraphqlKind
-from executor_mcp.integrations.model import GRAPHQL, OPENAPI
+from executor_mcp.integrations.mcp.kind import McpKind
+from executor_mcp.integrations.model import GRAPHQL, MCP, OPENAPI
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.outbound.client import Outbound, OutboundSettings
@@ -23,13 +24,20 @@ async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncI
     )
     async with Outbound(outbound_settings) as outbound:
         secrets = standard_providers(control, await open_cipher(settings.data_dir), settings)
-        yield Integrations(
-            control,
-            secrets,
-            {
-                OPENAPI: OpenApiKind(outbound, max_source_bytes=settings.integration_max_spec_bytes),
-                GRAPHQL: GraphqlKind(outbound, max_source_bytes=settings.integration_max_spec_bytes),
-            },
-            outbound,
-            max_source_bytes=settings.integration_max_spec_bytes,
+        mcp = McpKind(
+            outbound, allow_stdio=settings.allow_stdio_mcp, max_source_bytes=settings.integration_max_spec_bytes
         )
+        try:
+            yield Integrations(
+                control,
+                secrets,
+                {
+                    OPENAPI: OpenApiKind(outbound, max_source_bytes=settings.integration_max_spec_bytes),
+                    GRAPHQL: GraphqlKind(outbound, max_source_bytes=settings.integration_max_spec_bytes),
+                    MCP: mcp,
+                },
+                outbound,
+                max_source_bytes=settings.integration_max_spec_bytes,
+            )
+        finally:
+            await mcp.aclose()

@@ -21,7 +21,8 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.errors import IntegrationError, InvalidInput
-from executor_mcp.integrations.model import NO_AUTH, TOKEN
+from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.model import MCP, NO_AUTH, TOKEN
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.wire import connection_json, integration_json
 from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
@@ -192,12 +193,67 @@ async def integrations_add_graphql(
     return 0
 
 
+# -- MCP servers ------------------------------------------------------------------------------------
+
+
+def mcp_server_body(
+    *,
+    name: str,
+    slug: str | None,
+    description: str | None,
+    url: str | None,
+    command: str | None,
+    transport: str | None,
+    header_auth: str | None,
+    headers: Sequence[str],
+    args: Sequence[str],
+    env_vars: Sequence[str],
+) -> JsonObject:
+    """`add-mcp`'s flags as an `addServer` request (validated by the service like any other)."""
+    body: JsonObject = {"name": name}
+    for field, value in (("slug", slug), ("description", description)):
+        if value is not None:
+            body[field] = value
+    if command is not None:
+        body.update(transport="stdio", command=command, args=list(args))
+        if env_vars:
+            body["authenticationTemplate"] = [{"slug": "env", "kind": "stdio_env", "vars": list(env_vars)}]
+        return body
+    body["endpoint"] = url
+    if transport is not None:
+        body["remoteTransport"] = transport
+    if headers:
+        body["headers"] = dict(header.partition("=")[::2] for header in headers)
+    if header_auth is not None:
+        header_name, _, prefix = header_auth.partition(":")
+        body["auth"] = {"kind": "header", "headerName": header_name.strip(), "prefix": prefix}
+    return body
+
+
+async def integrations_add_mcp(settings: Settings, org_id: str, body: JsonObject) -> int:
+    if (problem := _identity(org_id, None)) is not None:
+        return _fail(problem, 2)
+    try:
+        async with _service(settings) as integrations:
+            record, _ = await McpServers(integrations).add(_principal(org_id, None), body)
+    except IntegrationError as error:
+        return _refused(error)
+    print(
+        f"added MCP server {record.slug}; its tools are listed per connection; "
+        f"{_methods_line(integration_json(record))}",
+        file=sys.stderr,
+    )
+    print(record.slug)
+    return 0
+
+
 async def integrations_list(settings: Settings, org_id: str) -> int:
     async with _service(settings) as integrations:
         records = await integrations.integrations(_principal(org_id, None))
     for record in records:
         shown = integration_json(record)
-        print(f"{record.slug}\t{record.kind}\t{record.name}\t{shown.get('displayUrl', '-')}")
+        where = shown.get("displayUrl") or record.config.get("command") or "-"
+        print(f"{record.slug}\t{record.kind}\t{record.name}\t{where}")
     return 0
 
 
@@ -207,7 +263,10 @@ async def integrations_show(settings: Settings, org_id: str, slug: str) -> int:
             record = await integrations.integration(_principal(org_id, None), slug)
     except IntegrationError as error:
         return _refused(error)
-    print(json.dumps(integration_json(record), indent=2))
+    shown = integration_json(record)
+    if record.kind == MCP:
+        shown["config"] = server_json(record, admin=True)["config"]
+    print(json.dumps(shown, indent=2))
     return 0
 
 

@@ -52,6 +52,7 @@ from executor_mcp.integrations.model import (
     GRAPHQL,
     NO_AUTH,
     OPENAPI,
+    AuthMethod,
     CompiledCatalog,
     ConnectionRecord,
     IntegrationRecord,
@@ -168,9 +169,12 @@ class View:
 EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={}, counts={})
 
 
-def due_at(connection: ConnectionRecord) -> float:
-    """When a discovered connection should be listed again: at once if it never was."""
+def due_at(connection: ConnectionRecord, integration: IntegrationRecord | None = None) -> float:
+    """When a discovered connection should be listed again: at once if it never was, or was listed before its
+    integration last changed (a new endpoint or credential placement)."""
     if connection.tools_synced_at is None:
+        return float("-inf")
+    if integration is not None and connection.tools_synced_at < integration.updated_at:
         return float("-inf")
     return connection.tools_synced_at + (DISCOVERY_RETRY if connection.sync_error else DISCOVERY_TTL)
 
@@ -197,7 +201,7 @@ def _build_view(
         defs={_catalog_hash(integration, connection): compiled.defs for integration, connection, compiled in reached},
         counts=Counter(entry.integration.slug for entry in entries),
         discovered=discovered,
-        due_at=min((due_at(connection) for _, connection in discovered), default=float("inf")),
+        due_at=min((due_at(connection, integration) for integration, connection in discovered), default=float("inf")),
     )
 
 
@@ -288,7 +292,7 @@ class Integrations:
         if now < view.due_at:
             return
         for integration, connection in view.discovered:
-            if now >= due_at(connection):
+            if now >= due_at(connection, integration):
                 self.mark_stale(integration, connection)
 
     async def connected_integrations(self, principal: Principal) -> list[str]:
@@ -496,6 +500,32 @@ class Integrations:
                     pass  # noted on the connection and logged by `discover`
                 except Exception:
                     log.exception("refreshing the tools of %s failed", connection.address)
+
+    # -- MCP servers ---------------------------------------------------------------------------------
+
+    def kind_named(self, name: str) -> Kind | None:
+        """The kind registered under `name` (a kind's own surface reaches its kind this way)."""
+        return self._kinds.get(name)
+
+    async def reconfigure(
+        self,
+        principal: Principal,
+        slug: str,
+        *,
+        kind_name: str,
+        config: JsonObject,
+        auth_methods: tuple[AuthMethod, ...],
+    ) -> IntegrationRecord:
+        """A discovering integration's new connection-facing config: every connection lists its tools again
+        (each is due once it was listed before this change, see `due_at`)."""
+        _admin(principal)
+        record = await self.integration(principal, slug)
+        if record.kind != kind_name:
+            raise IntegrationNotFound(f"Integration not found: {slug}", slug=slug)
+        updated = attrs.evolve(record, config=config, auth_methods=auth_methods, updated_at=self._clock())
+        if not await self._control.replace_integration(updated):
+            raise IntegrationNotFound(f"Integration not found: {slug}", slug=slug)
+        return updated
 
     # -- OpenAPI integrations ------------------------------------------------------------------------
 

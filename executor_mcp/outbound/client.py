@@ -16,6 +16,7 @@ import logging
 import socket
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
 
@@ -199,6 +200,14 @@ def origin_of(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}" + (f":{url.port}" if url.port is not None else "")
 
 
+def origin_of_url(url: str) -> str:
+    """`origin_of` for a URL given as text; a URL that does not parse is named as such."""
+    try:
+        return origin_of(httpx.URL(url))
+    except httpx.InvalidURL:
+        return "an invalid URL"
+
+
 def _origin_key(url: httpx.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port or DEFAULT_PORTS.get(url.scheme))
 
@@ -301,6 +310,30 @@ class Outbound:
                 HTTP_ERROR, f"Failed to fetch OpenAPI document: HTTP {response.status}", status=response.status
             )
         return response.body
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        request: OutboundRequest,
+        *,
+        headers_timeout: float | None = None,
+    ) -> AsyncIterator["StreamedResponse"]:
+        """The answer's status and headers once they arrive (redirects followed and guarded as in `send`), and
+        its body read by the caller, for as long as the block runs: an MCP server's SSE answer or its legacy
+        event stream. The block's own cancel scopes bound the body's time; `StreamedResponse` bounds its size.
+        Raises `OutboundFailure` when no answer arrives."""
+        limit = self.settings.headers_timeout if headers_timeout is None else headers_timeout
+        response: httpx.Response | None = None
+        try:
+            with trio.move_on_after(limit) as headers_phase:
+                response = await self._open(request)
+            if response is None or headers_phase.cancelled_caught:
+                raise OutboundFailure(HEADERS_TIMEOUT, headers_timeout_message(limit))
+            yield StreamedResponse(response, _lowercased(response.headers))
+        finally:
+            if response is not None:
+                with trio.CancelScope(shield=True):
+                    await response.aclose()
 
     def _require_client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -448,6 +481,60 @@ class Outbound:
         elapsed = trio.current_time() - started
         truncated = stopped or timed_out or elapsed >= max_seconds
         return b"".join(chunks), StreamStats(truncated=truncated, byte_count=size, duration_ms=int(elapsed * 1000))
+
+
+class StreamedResponse:
+    """An answer whose body the caller reads in chunks (`Outbound.stream`)."""
+
+    def __init__(self, response: httpx.Response, headers: dict[str, str]) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.headers = headers  # names lowercased; repeated fields joined with ", "
+
+    @property
+    def media_type(self) -> str:
+        return _media_type(self.headers.get("content-type"))
+
+    async def read(self, take: Callable[[bytes], Awaitable[bool]], *, max_bytes: int) -> bool:
+        """Feed decoded body chunks to `take` until it answers False (then True) or the body ends (False).
+        `OutboundFailure` past `max_bytes` or when the connection breaks. Like `_read_until`, it stops by
+        cancelling its scope, so the generators underneath end by exception rather than being abandoned."""
+        decoder = _Decoder(self._response.headers.get("content-encoding", ""))
+        stopped = too_large = False
+        size = 0
+        origin = origin_of(self._response.request.url)
+        try:
+            with trio.CancelScope() as scope:
+                async for raw in self._response.aiter_raw():
+                    if stopped or too_large:
+                        continue  # already cancelled: the next read raises
+                    for chunk in decoder.feed(raw):
+                        size += len(chunk)
+                        if size > max_bytes:
+                            too_large = True
+                        elif not await take(chunk):
+                            stopped = True
+                        if stopped or too_large:
+                            scope.cancel()
+                            break
+        except _TRANSPORT_ERRORS:
+            raise OutboundFailure(
+                UNREACHABLE, f"The connection to upstream {origin} failed before a complete answer arrived."
+            ) from None
+        if too_large:
+            raise OutboundFailure(TOO_LARGE, too_large_message(max_bytes), status=self.status)
+        return stopped
+
+    async def body(self, *, max_bytes: int) -> bytes:
+        """The whole body, up to `max_bytes` (`OutboundFailure` past it)."""
+        chunks: list[bytes] = []
+
+        async def take(chunk: bytes) -> bool:
+            chunks.append(chunk)
+            return True
+
+        await self.read(take, max_bytes=max_bytes)
+        return b"".join(chunks)
 
 
 # Decompressed output per step: a bomb costs at most this past the cap that stops it.

@@ -1,7 +1,8 @@
-"""The executor's tools for the catalog itself: adding OpenAPI specs and GraphQL endpoints, managing connections.
+"""The executor's tools for the catalog itself: adding OpenAPI specs, GraphQL endpoints and MCP servers, managing
+connections.
 
 Paths `tools.executor.openapi.previewSpec|addSpec`, `tools.executor.graphql.getIntegration|addIntegration`,
-`tools.executor.coreTools.integrations.detect` and
+`tools.executor.mcp.probeEndpoint|getServer|addServer`, `tools.executor.coreTools.integrations.detect` and
 `tools.executor.coreTools.connections.list|create|createHandoff|remove|refresh` (upstream §3.2). What
 changes the catalog is approval-gated, and `connections.create` takes provider references or `none` only:
 a secret value never passes through the agent; `createHandoff` (ungated: it changes nothing until a person
@@ -17,6 +18,8 @@ from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.errors import InvalidConnectionInput, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import INSTRUCTIONS, Handoffs, connect_url, handoff_id, handoff_terms
+from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.model import MCP
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json, tool_row
 from executor_mcp.tools.catalog import StaticTool
@@ -310,6 +313,7 @@ def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[Sta
             validate=check_key,
         ),
         *graphql_tools(integrations),
+        *(mcp_tools(integrations) if integrations.kind_named(MCP) is not None else ()),
     )
 
 
@@ -392,6 +396,106 @@ def graphql_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
             handler=add_integration,
             requires_approval=True,
             approval_description="Add a GraphQL integration",
+            validate=check_add,
+        ),
+    )
+
+
+# -- MCP servers ------------------------------------------------------------------------------------
+
+_MCP_SERVER_INPUT = {
+    "type": "object",
+    "properties": {
+        "transport": {"type": "string", "enum": ["remote", "stdio"]},
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "slug": {"type": "string"},
+        "endpoint": {"type": "string"},
+        "remoteTransport": {"type": "string", "enum": ["auto", "streamable-http", "sse"]},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "queryParams": {"type": "object", "additionalProperties": {"type": "string"}},
+        "auth": {
+            "type": "object",
+            "description": '{kind: "none"} or {kind: "header", headerName, prefix?} (a connection gives the token)',
+        },
+        "authenticationTemplate": {"type": "array"},
+        "command": {"type": "string"},
+        "args": {"type": "array", "items": {"type": "string"}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "cwd": {"type": "string"},
+    },
+    "required": ["name"],
+}
+
+
+def mcp_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
+    servers = McpServers(integrations)
+
+    async def probe(args: Any, context: CallContext) -> JsonObject:
+        return await servers.probe(context.principal, _values(args))
+
+    async def get_server(args: Any, context: CallContext) -> JsonObject:
+        slug = _values(args).get("slug")
+        if not isinstance(slug, str) or not slug:
+            raise InvalidInput("slug must be a non-empty string")
+        record = await servers.get(context.principal, slug)
+        return {"server": None if record is None else server_json(record, admin=context.principal.org_admin)}
+
+    async def add_server(args: Any, context: CallContext) -> JsonObject:
+        record, count = await servers.add(context.principal, args)
+        return {"slug": record.slug, "toolCount": count}
+
+    def check_add(args: Any, context: CallContext) -> None:
+        servers.check_may_add(context.principal, _values(args))
+
+    return (
+        StaticTool(
+            id="executor.mcp.probeEndpoint",
+            integration="executor",
+            name="mcp.probeEndpoint",
+            description=(
+                "Probe a remote MCP server URL before adding it: whether it answers MCP, over which transport, its "
+                "name and version, whether it requires authentication, and its tool count when it lists without "
+                "it. Then add it with executor.mcp.addServer. Never ask the user to paste tokens into the chat."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "endpoint": {"type": "string"},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "remoteTransport": {"type": "string", "enum": ["auto", "streamable-http", "sse"]},
+                },
+                "required": ["endpoint"],
+            },
+            output_schema={"type": "object"},
+            handler=probe,
+        ),
+        StaticTool(
+            id="executor.mcp.getServer",
+            integration="executor",
+            name="mcp.getServer",
+            description="Show an MCP server integration: its transport, endpoint or command, and auth templates.",
+            input_schema={"type": "object", "properties": {"slug": {"type": "string"}}, "required": ["slug"]},
+            output_schema={"type": "object", "properties": {"server": {"type": ["object", "null"]}}},
+            handler=get_server,
+        ),
+        StaticTool(
+            id="executor.mcp.addServer",
+            integration="executor",
+            name="mcp.addServer",
+            description=(
+                "Add an MCP server to this organization's catalog (a remote URL, or with the server's "
+                "--allow-stdio-mcp a local command). Its tools appear per connection, once one is created."
+            ),
+            input_schema=_MCP_SERVER_INPUT,
+            output_schema={
+                "type": "object",
+                "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
+                "required": ["slug", "toolCount"],
+            },
+            handler=add_server,
+            requires_approval=True,
+            approval_description="Add an MCP server integration",
             validate=check_add,
         ),
     )

@@ -19,6 +19,10 @@ integrations, connections and tools over plain JSON HTTP (upstream-integrations 
     POST   /api/graphql/integrations                           {endpoint, sdl?, ...} -> {slug, toolCount}
     GET    /api/graphql/integrations/<slug>                    the summary or null
     GET|POST /api/graphql/integrations/<slug>/config           {endpoint?, headers?, queryParams?, auth...?, mode?}
+    POST   /api/mcp/probe                                      {endpoint, headers?, remoteTransport?} -> what answers
+    POST   /api/mcp/servers                                    addServer input -> {slug, toolCount}
+    GET|DELETE /api/mcp/servers/<slug>                         the server (config, templates) or null; DELETE -> 204
+    POST   /api/mcp/servers/<slug>/config                      {endpoint?, headers?, auth?, ...} -> the server
 
 Authenticated exactly like `/mcp`. Errors are upstream's `{"_tag": "<Error>", "message": ..., ...fields}`:
 every `IntegrationError` with its own status (400, 403, 404, 409), and the request's own refusals with the
@@ -42,6 +46,7 @@ from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
+from executor_mcp.integrations.mcp.servers import McpServers, server_json
 from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, ToolEntry, View
 from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row
@@ -166,6 +171,7 @@ class IntegrationsApi:
             _Route(
                 graphql + "/config", "graphql_config", {"GET": self._graphql_config, "POST": self._configure_graphql}
             ),
+            *self._mcp_routes(),
         )
 
     def _view(self, route: _Route) -> Callable[..., Awaitable[Response]]:
@@ -366,6 +372,42 @@ class IntegrationsApi:
 
     async def _configure_graphql(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
         return graphql_config(await self._integrations.configure_graphql(principal, slug, body), principal)
+
+    # -- MCP servers ---------------------------------------------------------------------------------
+
+    def _mcp_routes(self) -> tuple[_Route, ...]:
+        server = "/mcp/servers/<slug>"
+        return (
+            _Route("/mcp/probe", "mcp_probe", {"POST": self._mcp_probe}),
+            _Route("/mcp/servers", "mcp_servers", {"POST": self._mcp_add}),
+            _Route(server, "mcp_server", {"GET": self._mcp_get, "DELETE": self._mcp_remove}),
+            _Route(server + "/config", "mcp_server_config", {"POST": self._mcp_configure}),
+        )
+
+    def _mcp(self) -> McpServers:
+        return McpServers(self._integrations)
+
+    async def _mcp_probe(self, principal: Principal, body: JsonObject) -> JsonObject:
+        return await self._mcp().probe(principal, body)
+
+    async def _mcp_add(self, principal: Principal, body: JsonObject) -> JsonObject:
+        record, count = await self._mcp().add(principal, body)
+        return {"slug": record.slug, "toolCount": count}
+
+    async def _mcp_get(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject | None:
+        try:
+            record = await self._mcp().get(principal, slug)
+        except IntegrationNotFound:
+            return None
+        return None if record is None else server_json(record, admin=principal.org_admin)
+
+    async def _mcp_remove(self, principal: Principal, body: JsonObject, slug: str) -> Response:
+        await self._mcp().remove(principal, slug)
+        return Response(b"", status=204)
+
+    async def _mcp_configure(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
+        record = await self._mcp().configure(principal, slug, body)
+        return server_json(record, admin=principal.org_admin)
 
 
 def graphql_config(record: IntegrationRecord, principal: Principal) -> JsonObject:

@@ -97,8 +97,8 @@ async def test_executions_ending_together_start_only_the_missing_spares(tmp_path
                     break
                 await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
-    # The floor's 2 spares (which the leases may have outrun: then they were let go), the leases' 10, and
-    # the peak of 10 kept warm after.
-    assert len(started.read_text().splitlines()) == stats.started
+    # The floor's 2 spares (which the leases may have outrun: then they were let go, on a loaded machine even
+    # before their shell ran `echo`), the leases' 10, and the peak of 10 kept warm after.
+    assert 20 <= len(started.read_text().splitlines()) <= stats.started
     assert 20 <= stats.started <= 22
     assert (stats.idle, stats.in_use, stats.forked) == (10, 0, 0)

@@ -1,0 +1,123 @@
+"""Hostile MCP servers cost only their own discovery or call: garbage answers, an event that never ends, a
+listing that pages forever. A raw ASGI server on hypercorn plays each."""
+
+import json
+from functools import partial
+from typing import Any
+
+import hypercorn.trio
+import pytest
+import trio
+from hypercorn.config import Config
+
+from executor_mcp.integrations.errors import DiscoveryFailed
+from executor_mcp.integrations.kinds import Discovery
+from executor_mcp.integrations.mcp.kind import McpKind
+from executor_mcp.integrations.mcp.protocol import MAX_PAGES
+from executor_mcp.integrations.model import MCP, AuthMethod, ConnectionRecord, IntegrationRecord
+from executor_mcp.outbound.client import Outbound, OutboundSettings
+
+MAX_BYTES = 20_000
+
+
+async def hostile(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    body = b""
+    while True:
+        event = await receive()
+        body += event.get("body", b"")
+        if not event.get("more_body"):
+            break
+    path = scope["path"]
+    if path == "/garbage":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+        await send({"type": "http.response.body", "body": b"<html>not mcp</html>"})
+        return
+    message = json.loads(body) if body else {}
+    if "id" not in message:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if message["method"] == "initialize":
+        result: Any = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "h", "version": "0"}}
+    elif path == "/endless":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b"data: ", "more_body": True})
+        for _ in range(10_000):
+            await send({"type": "http.response.body", "body": b"x" * 1000, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    else:  # /paging: a fresh cursor on every page, forever
+        cursor = int((message.get("params") or {}).get("cursor") or 0)
+        result = {"tools": [{"name": f"tool {cursor}"}], "nextCursor": str(cursor + 1)}
+    answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": answer})
+
+
+@pytest.fixture
+async def base(nursery: trio.Nursery) -> str:
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = config.errorlog = None
+    return (await nursery.start(partial(hypercorn.trio.serve, hostile, config)))[0]
+
+
+def discovery(endpoint: str) -> Discovery:
+    integration = IntegrationRecord(
+        org_id="o",
+        slug="h",
+        kind=MCP,
+        name="h",
+        description="",
+        source_hash="",
+        config={"transport": "remote", "endpoint": endpoint, "remoteTransport": "streamable-http"},
+        auth_methods=(AuthMethod("none", "none"),),
+        created_at=0.0,
+        updated_at=0.0,
+    )
+    connection = ConnectionRecord(
+        org_id="o",
+        owner="org",
+        account_id="",
+        integration="h",
+        name="main",
+        template="none",
+        provider=None,
+        item_ids={},
+        created_at=0.0,
+        updated_at=0.0,
+    )
+    return Discovery(integration, connection, {})
+
+
+async def discover(endpoint: str) -> bytes:
+    settings = OutboundSettings(allow_local_network=True, max_response_bytes=MAX_BYTES)
+    async with Outbound(settings) as outbound:
+        kind = McpKind(outbound, max_source_bytes=1_000_000)
+        try:
+            with trio.fail_after(10):
+                return await kind.discover(discovery(endpoint))
+        finally:
+            await kind.aclose()
+
+
+async def test_garbage_is_a_failed_discovery(base: str) -> None:
+    with pytest.raises(DiscoveryFailed) as failed:
+        await discover(base + "/garbage")
+    assert "Could not connect to the MCP server at http://127.0.0.1" in failed.value.message
+
+
+async def test_an_event_that_never_ends_is_cut_at_the_cap(base: str) -> None:
+    with pytest.raises(DiscoveryFailed) as failed:
+        await discover(base + "/endless")
+    assert f"larger than {MAX_BYTES} bytes" in failed.value.message
+
+
+async def test_a_listing_that_pages_forever_stops_at_the_page_bound(base: str) -> None:
+    listed = json.loads(await discover(base + "/paging"))
+    assert len(listed["tools"]) == MAX_PAGES
