@@ -782,8 +782,8 @@ class Integrations:
 
     async def configure_graphql(self, principal: Principal, slug: str, body: Any) -> IntegrationRecord:
         """`{endpoint?, headers?, queryParams?, authenticationTemplate?, mode?: merge|replace}`: set what is
-        given (`headers`/`queryParams` null clears them). Connections that introspect see a new endpoint or
-        credential on their next refresh."""
+        given (`headers`/`queryParams` null clears them). Connections that introspect are listed again once the
+        catalog is next read, since their listing predates the change (`due_at`)."""
         _admin(principal)
         values = _object(body)
         _known(values, {"endpoint", "headers", "queryParams", "authenticationTemplate", "mode"})
