@@ -378,6 +378,25 @@ class SseSession(_Session):
 
 
 @asynccontextmanager
+async def _readers() -> AsyncIterator[trio.Nursery]:
+    """The nursery a per-use session's readers run in, cancelled when the block ends. The readers record their
+    failures instead of raising, so what leaves the nursery is the block's own exception: it is re-raised as
+    itself, not wrapped in the ExceptionGroup a nursery makes of it, since callers tell `HttpStatus`,
+    `RpcError`, `ProtocolError` and `OutboundFailure` apart."""
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                yield nursery
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        leaves = group.exceptions
+        if len(leaves) == 1 and not isinstance(leaves[0], BaseExceptionGroup):
+            raise leaves[0] from leaves[0].__cause__
+        raise
+
+
+@asynccontextmanager
 async def open_streamable(outbound: Outbound, remote: Remote, *, max_bytes: int) -> AsyncIterator[StreamableSession]:
     """A fresh, initialized Streamable HTTP session for one use, DELETEd afterwards (the pool keeps its own)."""
     session = StreamableSession(outbound, remote, max_bytes=max_bytes)
@@ -392,15 +411,12 @@ async def open_streamable(outbound: Outbound, remote: Remote, *, max_bytes: int)
 async def open_sse(outbound: Outbound, remote: Remote, *, max_bytes: int) -> AsyncIterator[SseSession]:
     """An initialized legacy SSE session whose stream reader lives exactly as long as the block."""
     session = SseSession(outbound, remote, max_bytes=max_bytes)
-    async with trio.open_nursery() as nursery:
+    async with _readers() as nursery:
         await nursery.start(session.listen)
-        try:
-            if session._start_failure is not None:
-                raise session._start_failure
-            await session.initialize()
-            yield session
-        finally:
-            nursery.cancel_scope.cancel()
+        if session._start_failure is not None:
+            raise session._start_failure
+        await session.initialize()
+        yield session
 
 
 # -- stdio --------------------------------------------------------------------------------------------
@@ -540,14 +556,11 @@ async def open_stdio(command: Command, *, max_bytes: int, secrets: Sequence[str]
         os.close(lifeline_read)
     try:
         session = StdioSession(process, max_bytes=max_bytes, secrets=secrets)
-        async with trio.open_nursery() as nursery:
+        async with _readers() as nursery:
             nursery.start_soon(session.read_stdout)
             nursery.start_soon(session.drain_stderr)
-            try:
-                await session.initialize()
-                yield session
-            finally:
-                nursery.cancel_scope.cancel()
+            await session.initialize()
+            yield session
     finally:
         kill_group(process.pid)
         os.close(lifeline_write)
