@@ -8,7 +8,6 @@ no reader outlives the one call or discovery it serves.
 """
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -89,7 +88,7 @@ async def _error_body(answer: StreamedResponse) -> Any:
     except OutboundFailure:
         return None
     try:
-        return json.loads(raw)
+        return protocol.parse_json(raw)
     except (ValueError, UnicodeDecodeError):
         return raw[:2000].decode("utf-8", "replace")
 
@@ -297,8 +296,11 @@ class SseSession(_Session):
         return tuple(headers)
 
     def _endpoint(self, data: str) -> str:
-        target = urllib.parse.urljoin(self._remote.endpoint, data.strip())
-        ours, theirs = urllib.parse.urlsplit(self._remote.endpoint), urllib.parse.urlsplit(target)
+        try:
+            target = urllib.parse.urljoin(self._remote.endpoint, data.strip())
+            ours, theirs = urllib.parse.urlsplit(self._remote.endpoint), urllib.parse.urlsplit(target)
+        except ValueError:
+            raise ProtocolError("The MCP server's SSE stream named a message endpoint that is not a URL") from None
         if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):
             # Our credentials go wherever messages go: only to the origin we were configured with.
             raise ProtocolError("The MCP server's SSE stream named a message endpoint on another origin")
@@ -496,7 +498,7 @@ class StdioSession(_Session):
         if not line.strip():
             return
         try:
-            message = json.loads(line)
+            message = protocol.parse_json(line)
         except (ValueError, UnicodeDecodeError):
             return  # a server that logs to stdout: not a message
         incoming = protocol.classify(message)
