@@ -7,13 +7,21 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from executor_mcp.integrations.kinds import Invocation
 from executor_mcp.integrations.mcp.kind import McpKind, Target
 from executor_mcp.integrations.mcp.protocol import METHOD_NOT_FOUND, RpcError
-from executor_mcp.integrations.model import MCP, AuthMethod, ConnectionRecord, IntegrationRecord, ToolDef
+from executor_mcp.integrations.model import (
+    MCP,
+    AuthMethod,
+    ConnectionRecord,
+    IntegrationRecord,
+    Placement,
+    ToolDef,
+)
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from tests.mcp_support import STDIO_SERVER, downstream
 
@@ -66,6 +74,13 @@ def target_of(kind: McpKind, config: dict[str, Any]) -> Target:
     return target
 
 
+def tool_named(name: str) -> ToolDef:
+    return ToolDef(name=name, description="", input_schema=None, output_schema=None, binding={"mcp": {"name": name}})
+
+
+ECHO = tool_named("whoami")
+
+
 async def no_such_method(session: Any) -> Any:
     return await session.request("no/such/method", {})
 
@@ -85,15 +100,23 @@ async def test_a_json_rpc_error_on_a_stdio_session_is_raised_as_itself(kind: Mcp
 
 
 async def test_a_stdio_server_that_exits_mid_call_is_a_protocol_error_envelope(kind: McpKind) -> None:
-    tool = ToolDef(
-        name="crash",
-        description="",
-        input_schema=None,
-        output_schema=None,
-        binding={"mcp": {"name": "crash", "annotations": {}}},
-    )
     with trio.fail_after(20):
-        answer = await kind.invoke(Invocation(integration(STDIO_CONFIG), CONNECTION, tool, {}, {}))
+        answer = await kind.invoke(Invocation(integration(STDIO_CONFIG), CONNECTION, tool_named("crash"), {}, {}))
     assert answer["ok"] is False
     assert answer["error"]["code"] == "mcp_protocol_error"
     assert answer["error"]["message"].startswith("The MCP stdio server exited before answering")
+
+
+async def test_a_variable_value_a_process_cannot_hold_is_a_connect_failure(kind: McpKind) -> None:
+    """A connection's value with a NUL byte cannot be put in an environment: the call fails as a connect
+    failure naming the command, without the value."""
+    record = attrs.evolve(
+        integration(STDIO_CONFIG),
+        auth_methods=(AuthMethod("env", "apikey", "Env", (Placement("env", "API_KEY", variable="API_KEY"),)),),
+    )
+    connection = attrs.evolve(CONNECTION, template="env")
+    with trio.fail_after(20):
+        answer = await kind.invoke(Invocation(record, connection, ECHO, {}, {"API_KEY": "secret\0value"}))
+    assert answer["ok"] is False
+    assert answer["error"]["code"] == "connection_rejected"
+    assert "secret" not in answer["error"]["message"]

@@ -554,6 +554,9 @@ async def open_stdio(command: Command, *, max_bytes: int, secrets: Sequence[str]
     except OSError as error:
         os.close(lifeline_write)
         raise ProtocolError(f"The MCP stdio server could not be started: {error.strerror or error}") from None
+    except ValueError:  # a NUL byte in a value: said without the value, which may be a secret
+        os.close(lifeline_write)
+        raise ProtocolError("The MCP stdio server could not be started: a variable's value holds a NUL byte") from None
     finally:
         os.close(lifeline_read)
     try:
