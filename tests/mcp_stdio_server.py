@@ -32,5 +32,10 @@ def linger(path: str, seconds: float) -> str:
     return "done"
 
 
+@server.tool(description="Exit at once, answering nothing.")
+def crash() -> str:
+    os._exit(3)
+
+
 if __name__ == "__main__":
     server.run("stdio")

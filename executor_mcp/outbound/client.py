@@ -497,30 +497,39 @@ class StreamedResponse:
 
     async def read(self, take: Callable[[bytes], Awaitable[bool]], *, max_bytes: int) -> bool:
         """Feed decoded body chunks to `take` until it answers False (then True) or the body ends (False).
-        `OutboundFailure` past `max_bytes` or when the connection breaks. Like `_read_until`, it stops by
-        cancelling its scope, so the generators underneath end by exception rather than being abandoned."""
+        `OutboundFailure` past `max_bytes` or when the connection breaks; what `take` raises is raised. Like
+        `_read_until`, it stops by cancelling its scope (also when `take` raises), so the generators underneath
+        end by exception rather than being abandoned."""
         decoder = _Decoder(self._response.headers.get("content-encoding", ""))
         stopped = too_large = False
+        # What `take` or the decoder raised: kept while the scope's cancellation ends the loop, then raised.
+        failure: BaseException | None = None
         size = 0
         origin = origin_of(self._response.request.url)
         try:
             with trio.CancelScope() as scope:
                 async for raw in self._response.aiter_raw():
-                    if stopped or too_large:
+                    if stopped or too_large or failure is not None:
                         continue  # already cancelled: the next read raises
-                    for chunk in decoder.feed(raw):
-                        size += len(chunk)
-                        if size > max_bytes:
-                            too_large = True
-                        elif not await take(chunk):
-                            stopped = True
-                        if stopped or too_large:
-                            scope.cancel()
-                            break
+                    try:
+                        for chunk in decoder.feed(raw):
+                            size += len(chunk)
+                            if size > max_bytes:
+                                too_large = True
+                            elif not await take(chunk):
+                                stopped = True
+                            if stopped or too_large:
+                                break
+                    except BaseException as raised:
+                        failure = raised
+                    if stopped or too_large or failure is not None:
+                        scope.cancel()
         except _TRANSPORT_ERRORS:
             raise OutboundFailure(
                 UNREACHABLE, f"The connection to upstream {origin} failed before a complete answer arrived."
             ) from None
+        if failure is not None:
+            raise failure
         if too_large:
             raise OutboundFailure(TOO_LARGE, too_large_message(max_bytes), status=self.status)
         return stopped

@@ -33,6 +33,11 @@ async def hostile(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not event.get("more_body"):
             break
     path = scope["path"]
+    if path == "/sse" and scope["method"] == "GET":
+        # A legacy SSE stream whose message endpoint is not a URL at all.
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b"event: endpoint\ndata: http://[not-a-host/messages\n\n"})
+        return
     if path == "/garbage":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
         await send({"type": "http.response.body", "body": b"<html>not mcp</html>"})
@@ -51,6 +56,14 @@ async def hostile(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "http.response.body", "body": b"x" * 1000, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
         return
+    elif path in ("/deep", "/nan"):
+        # JSON Python's parser gives up on (nesting past its recursion limit), or that is not JSON (NaN).
+        schema = "[" * 100_000 + "]" * 100_000 if path == "/deep" else "NaN"
+        tools = '{"tools":[{"name":"t","inputSchema":{"default":' + schema + "}}]}"
+        answer = f'{{"jsonrpc":"2.0","id":{message["id"]},"result":{tools}}}'.encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+        return
     else:  # /paging: a fresh cursor on every page, forever
         cursor = int((message.get("params") or {}).get("cursor") or 0)
         result = {"tools": [{"name": f"tool {cursor}"}], "nextCursor": str(cursor + 1)}
@@ -67,7 +80,7 @@ async def base(nursery: trio.Nursery) -> str:
     return (await nursery.start(partial(hypercorn.trio.serve, hostile, config)))[0]
 
 
-def discovery(endpoint: str) -> Discovery:
+def discovery(endpoint: str, transport: str = "streamable-http") -> Discovery:
     integration = IntegrationRecord(
         org_id="o",
         slug="h",
@@ -75,7 +88,7 @@ def discovery(endpoint: str) -> Discovery:
         name="h",
         description="",
         source_hash="",
-        config={"transport": "remote", "endpoint": endpoint, "remoteTransport": "streamable-http"},
+        config={"transport": "remote", "endpoint": endpoint, "remoteTransport": transport},
         auth_methods=(AuthMethod("none", "none"),),
         created_at=0.0,
         updated_at=0.0,
@@ -95,13 +108,13 @@ def discovery(endpoint: str) -> Discovery:
     return Discovery(integration, connection, {})
 
 
-async def discover(endpoint: str) -> bytes:
+async def discover(endpoint: str, transport: str = "streamable-http") -> bytes:
     settings = OutboundSettings(allow_local_network=True, max_response_bytes=MAX_BYTES)
     async with Outbound(settings) as outbound:
         kind = McpKind(outbound, max_source_bytes=1_000_000)
         try:
             with trio.fail_after(10):
-                return await kind.discover(discovery(endpoint))
+                return await kind.discover(discovery(endpoint, transport))
         finally:
             await kind.aclose()
 
@@ -121,3 +134,21 @@ async def test_an_event_that_never_ends_is_cut_at_the_cap(base: str) -> None:
 async def test_a_listing_that_pages_forever_stops_at_the_page_bound(base: str) -> None:
     listed = json.loads(await discover(base + "/paging"))
     assert len(listed["tools"]) == MAX_PAGES
+
+
+@pytest.mark.parametrize("path", ["/deep", "/nan"])
+async def test_json_python_cannot_take_or_give_back_is_a_failed_discovery(base: str, path: str) -> None:
+    settings = OutboundSettings(allow_local_network=True, max_response_bytes=1_000_000)
+    async with Outbound(settings) as outbound:
+        kind = McpKind(outbound, max_source_bytes=1_000_000)
+        with trio.fail_after(10), pytest.raises(DiscoveryFailed) as failed:
+            await kind.discover(discovery(base + path))
+        await kind.aclose()
+    assert "not JSON" in failed.value.message
+
+
+async def test_a_legacy_sse_endpoint_event_that_is_not_a_url_is_a_failed_discovery(base: str) -> None:
+    with pytest.raises(DiscoveryFailed) as failed:
+        await discover(base + "/sse", "sse")
+    assert "Could not connect to the MCP server at http://127.0.0.1" in failed.value.message
+    assert "endpoint" in failed.value.message

@@ -6,12 +6,12 @@ follow upstream's rule (`simple_echo`), schemas are the server's but bounded: a 
 hostile server cannot make every caller's catalog (and `describe`) expensive, while the tool stays callable.
 """
 
-import json
 import re
 from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.errors import InvalidInput
+from executor_mcp.integrations.mcp.protocol import parse_json
 from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, CompiledCatalog, ToolDef
 
 MAX_SCHEMA_DEPTH = 64
@@ -116,7 +116,7 @@ def compile_tools(source: bytes) -> CompiledCatalog:
     if source == DISCOVERED_PER_CONNECTION:
         return CompiledCatalog(tools=())
     try:
-        document = json.loads(source)
+        document = parse_json(source)
     except (ValueError, UnicodeDecodeError):
         raise InvalidInput("The MCP tool listing is not JSON") from None
     listed = document.get("tools") if isinstance(document, dict) else None

@@ -5,13 +5,12 @@ We declare no client capabilities (no roots, sampling or elicitation), so a conf
 them; a server that asks anyway gets -32601, as does any request but `ping`.
 """
 
-import json
 from typing import Any
 
 import attrs
 
 from executor_mcp import __version__
-from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.codec import JsonObject, dumps, loads
 from executor_mcp.protocol.mcp import LATEST_VERSION, SUPPORTED_VERSIONS
 
 CLIENT_INFO: JsonObject = {"name": "executor-mcp", "version": __version__}
@@ -146,10 +145,19 @@ def answer(server_request: ServerRequest) -> bytes:
     )
 
 
+def parse_json(raw: bytes | str) -> Any:
+    """Standard JSON only: NaN and the infinities could never be passed on, and nesting deeper than Python's
+    parser goes is refused like any other non-JSON (`ValueError`), not raised as a `RecursionError`."""
+    try:
+        return loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nests too deep") from None
+
+
 def parse_messages(body: bytes) -> list[Any]:
     """A JSON body: one message or a batch of them."""
     try:
-        decoded = json.loads(body)
+        decoded = parse_json(body)
     except (ValueError, UnicodeDecodeError):
         raise ProtocolError("The MCP server answered something that is not JSON") from None
     return decoded if isinstance(decoded, list) else [decoded]

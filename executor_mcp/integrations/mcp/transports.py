@@ -8,7 +8,6 @@ no reader outlives the one call or discovery it serves.
 """
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -89,7 +88,7 @@ async def _error_body(answer: StreamedResponse) -> Any:
     except OutboundFailure:
         return None
     try:
-        return json.loads(raw)
+        return protocol.parse_json(raw)
     except (ValueError, UnicodeDecodeError):
         return raw[:2000].decode("utf-8", "replace")
 
@@ -297,8 +296,11 @@ class SseSession(_Session):
         return tuple(headers)
 
     def _endpoint(self, data: str) -> str:
-        target = urllib.parse.urljoin(self._remote.endpoint, data.strip())
-        ours, theirs = urllib.parse.urlsplit(self._remote.endpoint), urllib.parse.urlsplit(target)
+        try:
+            target = urllib.parse.urljoin(self._remote.endpoint, data.strip())
+            ours, theirs = urllib.parse.urlsplit(self._remote.endpoint), urllib.parse.urlsplit(target)
+        except ValueError:
+            raise ProtocolError("The MCP server's SSE stream named a message endpoint that is not a URL") from None
         if (ours.scheme, ours.netloc) != (theirs.scheme, theirs.netloc):
             # Our credentials go wherever messages go: only to the origin we were configured with.
             raise ProtocolError("The MCP server's SSE stream named a message endpoint on another origin")
@@ -378,6 +380,25 @@ class SseSession(_Session):
 
 
 @asynccontextmanager
+async def _readers() -> AsyncIterator[trio.Nursery]:
+    """The nursery a per-use session's readers run in, cancelled when the block ends. The readers record their
+    failures instead of raising, so what leaves the nursery is the block's own exception: it is re-raised as
+    itself, not wrapped in the ExceptionGroup a nursery makes of it, since callers tell `HttpStatus`,
+    `RpcError`, `ProtocolError` and `OutboundFailure` apart."""
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                yield nursery
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        leaves = group.exceptions
+        if len(leaves) == 1 and not isinstance(leaves[0], BaseExceptionGroup):
+            raise leaves[0] from leaves[0].__cause__
+        raise
+
+
+@asynccontextmanager
 async def open_streamable(outbound: Outbound, remote: Remote, *, max_bytes: int) -> AsyncIterator[StreamableSession]:
     """A fresh, initialized Streamable HTTP session for one use, DELETEd afterwards (the pool keeps its own)."""
     session = StreamableSession(outbound, remote, max_bytes=max_bytes)
@@ -392,15 +413,12 @@ async def open_streamable(outbound: Outbound, remote: Remote, *, max_bytes: int)
 async def open_sse(outbound: Outbound, remote: Remote, *, max_bytes: int) -> AsyncIterator[SseSession]:
     """An initialized legacy SSE session whose stream reader lives exactly as long as the block."""
     session = SseSession(outbound, remote, max_bytes=max_bytes)
-    async with trio.open_nursery() as nursery:
+    async with _readers() as nursery:
         await nursery.start(session.listen)
-        try:
-            if session._start_failure is not None:
-                raise session._start_failure
-            await session.initialize()
-            yield session
-        finally:
-            nursery.cancel_scope.cancel()
+        if session._start_failure is not None:
+            raise session._start_failure
+        await session.initialize()
+        yield session
 
 
 # -- stdio --------------------------------------------------------------------------------------------
@@ -480,7 +498,7 @@ class StdioSession(_Session):
         if not line.strip():
             return
         try:
-            message = json.loads(line)
+            message = protocol.parse_json(line)
         except (ValueError, UnicodeDecodeError):
             return  # a server that logs to stdout: not a message
         incoming = protocol.classify(message)
@@ -536,18 +554,18 @@ async def open_stdio(command: Command, *, max_bytes: int, secrets: Sequence[str]
     except OSError as error:
         os.close(lifeline_write)
         raise ProtocolError(f"The MCP stdio server could not be started: {error.strerror or error}") from None
+    except ValueError:  # a NUL byte in a value: said without the value, which may be a secret
+        os.close(lifeline_write)
+        raise ProtocolError("The MCP stdio server could not be started: a variable's value holds a NUL byte") from None
     finally:
         os.close(lifeline_read)
     try:
         session = StdioSession(process, max_bytes=max_bytes, secrets=secrets)
-        async with trio.open_nursery() as nursery:
+        async with _readers() as nursery:
             nursery.start_soon(session.read_stdout)
             nursery.start_soon(session.drain_stderr)
-            try:
-                await session.initialize()
-                yield session
-            finally:
-                nursery.cancel_scope.cancel()
+            await session.initialize()
+            yield session
     finally:
         kill_group(process.pid)
         os.close(lifeline_write)
