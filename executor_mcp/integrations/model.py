@@ -100,6 +100,10 @@ def decode_catalog(raw: bytes) -> CompiledCatalog:
     return converter.structure(loads(raw), CompiledCatalog)
 
 
+# Far above any real server's tool list; discovery answering more is refused rather than stored (the kinds stop
+# reading there, the service checks what compiled).
+MAX_DISCOVERED_TOOLS = 10_000
+
 # The integration-level source of a kind whose every connection discovers its own tools: no tools until then.
 DISCOVERED_PER_CONNECTION = b"{}"
 

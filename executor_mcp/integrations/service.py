@@ -50,6 +50,7 @@ from executor_mcp.integrations.kinds import Discovery, Invocation, Kind, Registr
 from executor_mcp.integrations.model import (
     BUILT_IN_SLUG,
     GRAPHQL,
+    MAX_DISCOVERED_TOOLS,
     NO_AUTH,
     OPENAPI,
     AuthMethod,
@@ -100,8 +101,6 @@ DISCOVERY_TIMEOUT = 15.0
 # a listing failed.
 DISCOVERY_TTL = 15 * 60.0
 DISCOVERY_RETRY = 60.0
-# Far above any real server's tool list; a server answering more is refused rather than stored.
-MAX_DISCOVERED_TOOLS = 10_000
 # Connections waiting for `refresh_stale`; past this a mark is dropped (the TTL brings it back).
 MAX_STALE = 4096
 _SLUG_WORDS = re.compile(r"[a-z0-9]+")

@@ -2,6 +2,7 @@
 and the session pool's bookkeeping."""
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from executor_mcp.integrations.mcp.compile import (
 from executor_mcp.integrations.mcp.pool import SessionPool, identity_key
 from executor_mcp.integrations.mcp.protocol import ProtocolError, SseDecoder
 from executor_mcp.integrations.mcp.registration import OAUTH_LATER, STDIO_DISABLED, reconfigured, registration
+from executor_mcp.integrations.mcp.transports import resolve_program
 from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, MCP, IntegrationRecord, Placement
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.outbound.model import BLOCKED, OutboundFailure, OutboundRequest
@@ -309,3 +311,16 @@ def test_header_and_env_templates_are_handed_off_like_api_keys(
         "main",
     )
     assert request["values"] == values
+
+
+def test_a_stdio_command_is_looked_up_in_the_static_path_then_the_servers(tmp_path: Path) -> None:
+    static, server = tmp_path / "static", tmp_path / "server"
+    for folder in (static, server):
+        folder.mkdir()
+    for program in (static / "both", server / "both", server / "only-server"):
+        program.write_text("#!/bin/sh\n")
+        program.chmod(0o755)
+    assert resolve_program("both", {"PATH": str(static)}, str(server)) == str(static / "both")
+    assert resolve_program("only-server", {}, str(server)) == str(server / "only-server")
+    assert resolve_program("missing", {}, str(server)) == "missing"
+    assert resolve_program("./relative/tool", {}, str(server)) == "./relative/tool"

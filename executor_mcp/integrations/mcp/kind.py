@@ -48,6 +48,7 @@ from executor_mcp.integrations.mcp.transports import (
     open_stdio,
 )
 from executor_mcp.integrations.model import (
+    MAX_DISCOVERED_TOOLS,
     MCP,
     AuthMethod,
     CompiledCatalog,
@@ -72,7 +73,8 @@ PROBE_TIMEOUT = 15.0
 MAX_RESTART_WAIT = 2.0
 # Endpoints (by identity) that answered only the legacy SSE transport to `auto`: not tried on Streamable again.
 MAX_SSE_MEMORY = 256
-MAX_DISCOVERED_TOOLS = 10_000
+# A static env value shorter than this is too common a string to blank out of a server's stderr.
+MIN_REDACTED = 4
 # Statuses of a Streamable HTTP handshake that say "not this transport": `auto` then tries legacy SSE.
 FALLBACK_STATUSES = frozenset({400, 404, 405, 406, 415})
 
@@ -185,7 +187,11 @@ class McpKind:
                 env=env,
                 cwd=cwd if isinstance(cwd, str) else None,
             )
-            return Target(remote=None, command=command, transport=STDIO, key="", secrets=secrets)
+            # Static env values are shown to admins only, so a server printing them is redacted like a credential.
+            static = tuple(value for value in _strings(config.get("env")).values() if len(value) >= MIN_REDACTED)
+            return Target(
+                remote=None, command=command, transport=STDIO, key="", secrets=tuple(sorted({*secrets, *static}))
+            )
         auth_headers, auth_query = rendered
         headers = _strings(config.get("headers"))
         # The credential's headers win over static ones of the same name, whatever their case.

@@ -10,6 +10,7 @@ no reader outlives the one call or discovery it serves.
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -530,6 +531,16 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def resolve_program(command: str, env: Mapping[str, str], server_path: str | None) -> str:
+    """The program to start: a bare name is looked up in the PATH the integration's static env gives, else in
+    the server's own PATH, so `npx` or `uvx` are found although the child's environment is empty (a script
+    behind `#!/usr/bin/env node` still needs `PATH` in the static env to find its interpreter). A name found
+    nowhere is passed on as it is, and the shim reports it."""
+    if "/" in command:
+        return command
+    return shutil.which(command, path=env.get("PATH") or server_path) or command
+
+
 @asynccontextmanager
 async def open_stdio(command: Command, *, max_bytes: int, secrets: Sequence[str]) -> AsyncIterator[StdioSession]:
     """Start the command under the lifeline shim, in its own session and process group, for one block.
@@ -542,7 +553,14 @@ async def open_stdio(command: Command, *, max_bytes: int, secrets: Sequence[str]
     names = ",".join(sorted(command.env))
     try:
         process = await trio.lowlevel.open_process(
-            [*lifeline_command(), str(lifeline_read), names, "--", command.command, *command.args],
+            [
+                *lifeline_command(),
+                str(lifeline_read),
+                names,
+                "--",
+                resolve_program(command.command, command.env, os.environ.get("PATH")),
+                *command.args,
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
