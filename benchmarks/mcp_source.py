@@ -28,7 +28,7 @@ from benchmarks.common import HEADERS, TIME_BOUND, line
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
-from executor_mcp.integrations.mcp.servers import McpServers
+from executor_mcp.integrations.mcp_servers import McpServers
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.context import CallContext, Interaction

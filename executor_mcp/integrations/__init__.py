@@ -8,6 +8,7 @@ where the tools depend on who asks, the one the connection's own discovery liste
 introspected GraphQL endpoint).
 
 Layers, imports pointing down only:
+  mcp_servers.py  the MCP servers surface the HTTP API, core tools and CLI share (add, configure, probe)
   service.py      the integrations and connections of an org: add, update, remove, discover, resolve (I/O)
   kinds.py        the interface each kind of integration implements
   openapi/ graphql/ mcp/   one kind each: source → compiled tools, and a call → its result (sans-I/O cores,

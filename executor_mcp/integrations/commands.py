@@ -21,7 +21,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.errors import IntegrationError, InvalidInput
-from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.mcp_servers import McpServers, server_json
 from executor_mcp.integrations.model import MCP, NO_AUTH, TOKEN
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.wire import connection_json, integration_json

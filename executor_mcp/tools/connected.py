@@ -18,7 +18,7 @@ from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.errors import InvalidConnectionInput, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import INSTRUCTIONS, Handoffs, connect_url, handoff_id, handoff_terms
-from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.mcp_servers import McpServers, server_json
 from executor_mcp.integrations.model import MCP
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json, tool_row

@@ -46,7 +46,7 @@ from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
-from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.mcp_servers import McpServers, server_json
 from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, ToolEntry, View
 from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row

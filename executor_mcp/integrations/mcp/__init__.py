@@ -2,7 +2,6 @@
 
 Layers, imports pointing down only:
   kind.py          `McpKind`: discovery and invocation for the catalog (trio; the only module the service sees)
-  servers.py       the add/get/configure/remove/probe surface the HTTP API, core tools and CLI share
   pool.py          idle Streamable HTTP sessions kept per identity, one lease per call
   transports.py    Streamable HTTP, legacy HTTP+SSE and stdio sessions (thin trio adapters over Outbound)
   lifeline.py      the shim a stdio server runs under, so its process group dies with the server
