@@ -419,22 +419,24 @@ class Integrations:
         connection, which keeps its old tools) when the upstream gives no tool list in time. Concurrent
         discoveries of one connection share one listing."""
         key = _connection_key(connection)
-        flight = self._discovering.get(key)
-        if flight is None:
-            flight = self._discovering[key] = _Flight()
-            try:
-                flight.outcome = await self._discover_once(integration, connection)
-            except DiscoveryFailed as failure:
-                flight.failure = failure
-            finally:
-                del self._discovering[key]
-                flight.done.set()
-        await flight.done.wait()
-        if flight.failure is not None:
-            raise DiscoveryFailed(flight.failure.message)
-        if flight.outcome is None:
-            raise ConnectionNotFound(f"Connection not found: {connection.address}")
-        return flight.outcome
+        # A listing in flight answers only for what it was made with, and only once it has an outcome: one
+        # whose discoverer was cancelled, or made with an older credential or endpoint, is waited out and
+        # this one lists itself. Each turn waits for one flight, itself bounded by `DISCOVERY_TIMEOUT`.
+        while (flight := self._discovering.get(key)) is not None:
+            await flight.done.wait()
+            if flight.settled and flight.serves(integration, connection):
+                return flight.result()
+        flight = self._discovering[key] = _Flight(integration, connection)
+        try:
+            flight.outcome = await self._discover_once(integration, connection)
+            flight.settled = True
+        except DiscoveryFailed as failure:
+            flight.failure = failure
+            flight.settled = True
+        finally:
+            del self._discovering[key]
+            flight.done.set()
+        return flight.result()
 
     async def _discover_once(
         self, integration: IntegrationRecord, connection: ConnectionRecord
@@ -976,11 +978,32 @@ class Integrations:
 
 @attrs.define
 class _Flight:
-    """One connection's discovery in progress: whoever asks meanwhile waits for its outcome."""
+    """One connection's discovery in progress: whoever asks meanwhile, for the same connection as it stands,
+    waits for its outcome."""
 
+    integration: IntegrationRecord
+    connection: ConnectionRecord
     done: trio.Event = attrs.Factory(trio.Event)
+    settled: bool = False  # stays False when the discoverer was cancelled before an outcome
     outcome: ConnectionRecord | None = None
     failure: DiscoveryFailed | None = None
+
+    def serves(self, integration: IntegrationRecord, connection: ConnectionRecord) -> bool:
+        """Whether this listing is the one `connection` asks for: the same integration settings (endpoint,
+        headers, templates) and the same credential (a re-created connection is a new `updated_at`, even when
+        its pasted values keep their item ids)."""
+        return self.integration == integration and _credential(self.connection) == _credential(connection)
+
+    def result(self) -> ConnectionRecord:
+        if self.failure is not None:
+            raise DiscoveryFailed(self.failure.message)
+        if self.outcome is None:
+            raise ConnectionNotFound(f"Connection not found: {self.connection.address}")
+        return self.outcome
+
+
+def _credential(connection: ConnectionRecord) -> tuple[object, ...]:
+    return (connection.template, connection.provider, connection.item_ids, connection.updated_at)
 
 
 def check_connection_request(
