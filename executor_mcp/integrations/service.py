@@ -485,17 +485,20 @@ class Integrations:
 
     async def refresh_stale(self) -> None:
         """Discover the connections marked stale, one at a time, for as long as the owner's nursery runs. One
-        failing connection (or a defect) costs only its own refresh."""
+        failing connection (or a defect) costs only its own refresh. Both records are read again: a mark can
+        be older than an admin's move of the endpoint, and the credential goes only where the integration
+        points now."""
         async for _ in self._bell:
             while self._stale:
                 key = next(iter(self._stale))
-                integration, connection = self._stale.pop(key)
+                _, connection = self._stale.pop(key)
                 try:
                     current = await self._control.get_connection(*key)
-                    if current is not None:
+                    integration = await self._control.get_integration(connection.org_id, connection.integration)
+                    if current is not None and integration is not None and integration.kind in self._kinds:
                         await self.discover(integration, current)
-                except DiscoveryFailed:
-                    pass  # noted on the connection and logged by `discover`
+                except (DiscoveryFailed, ConnectionNotFound):
+                    pass  # noted on the connection and logged by `discover`, or removed meanwhile
                 except Exception:
                     log.exception("refreshing the tools of %s failed", connection.address)
 

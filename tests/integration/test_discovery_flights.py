@@ -136,3 +136,21 @@ async def test_a_connection_re_created_with_a_new_credential_is_listed_with_it_n
     assert gated.waiting == 2
     assert stored.sync_error is not None
     assert "401" in stored.sync_error
+
+
+async def test_a_refresh_queued_before_the_endpoint_moved_introspects_the_new_endpoint(
+    nursery: trio.Nursery, integrations: Integrations
+) -> None:
+    old, integration, connection = await connected(nursery, integrations)
+    old.gate.set()
+    moved = GatedShop()
+    moved.shop.upstream = await start_upstream(nursery, moved.respond)
+    await integrations.configure_graphql(ADMIN, "shop", {"endpoint": moved.shop.url})
+    old.arrived = moved.arrived  # whichever endpoint is introspected first ends the wait
+    integrations.mark_stale(integration, connection)  # as a call made before the move would
+    async with trio.open_nursery() as inner:
+        inner.start_soon(integrations.refresh_stale)
+        await moved.arrived.wait()
+        inner.cancel_scope.cancel()
+    assert old.waiting == 0
+    assert moved.waiting == 1
