@@ -168,9 +168,11 @@ class View:
 EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={}, counts={})
 
 
-def due_at(connection: ConnectionRecord) -> float:
-    """When a discovered connection should be listed again: at once if it never was."""
-    if connection.tools_synced_at is None:
+def due_at(integration: IntegrationRecord, connection: ConnectionRecord) -> float:
+    """When a discovered connection should be listed again: at once if it never was, or was last listed
+    before its integration's config was revised (a new endpoint, headers or template: upstream's
+    `config_revised_at`), so every owner's connection converges on that owner's next read."""
+    if connection.tools_synced_at is None or connection.tools_synced_at < integration.updated_at:
         return float("-inf")
     return connection.tools_synced_at + (DISCOVERY_RETRY if connection.sync_error else DISCOVERY_TTL)
 
@@ -197,7 +199,7 @@ def _build_view(
         defs={_catalog_hash(integration, connection): compiled.defs for integration, connection, compiled in reached},
         counts=Counter(entry.integration.slug for entry in entries),
         discovered=discovered,
-        due_at=min((due_at(connection) for _, connection in discovered), default=float("inf")),
+        due_at=min((due_at(*pair) for pair in discovered), default=float("inf")),
     )
 
 
@@ -288,7 +290,7 @@ class Integrations:
         if now < view.due_at:
             return
         for integration, connection in view.discovered:
-            if now >= due_at(connection):
+            if now >= due_at(integration, connection):
                 self.mark_stale(integration, connection)
 
     async def connected_integrations(self, principal: Principal) -> list[str]:
@@ -757,8 +759,8 @@ class Integrations:
 
     async def configure_graphql(self, principal: Principal, slug: str, body: Any) -> IntegrationRecord:
         """`{endpoint?, headers?, queryParams?, authenticationTemplate?, mode?: merge|replace}`: set what is
-        given (`headers`/`queryParams` null clears them). Connections that introspect see a new endpoint or
-        credential on their next refresh."""
+        given (`headers`/`queryParams` null clears them). Connections that introspect are listed again on
+        their owner's next read (`due_at`)."""
         _admin(principal)
         values = _object(body)
         _known(values, {"endpoint", "headers", "queryParams", "authenticationTemplate", "mode"})

@@ -17,6 +17,8 @@ from executor_mcp.storage.records import Owner
 from tests.graphql_upstream import TOKEN, GraphqlShop
 from tests.upstream import Answer, Received, start_upstream
 
+# Turns a wait that would never end into a failure; never reached by a passing test.
+HANG = 30
 ADMIN = Owner(account_id="a-1", org_id="o-1", org_admin=True)
 BEARER = [
     {
@@ -150,7 +152,29 @@ async def test_a_refresh_queued_before_the_endpoint_moved_introspects_the_new_en
     integrations.mark_stale(integration, connection)  # as a call made before the move would
     async with trio.open_nursery() as inner:
         inner.start_soon(integrations.refresh_stale)
-        await moved.arrived.wait()
+        with trio.fail_after(HANG):
+            await moved.arrived.wait()
         inner.cancel_scope.cancel()
     assert old.waiting == 0
     assert moved.waiting == 1
+
+
+async def test_moving_the_endpoint_relists_a_connection_on_its_owner_s_next_read(
+    nursery: trio.Nursery, integrations: Integrations
+) -> None:
+    old, _, _ = await connected(nursery, integrations)
+    old.gate.set()
+    moved = GatedShop()
+    moved.gate.set()
+    moved.shop.upstream = await start_upstream(nursery, moved.respond)
+    async with trio.open_nursery() as inner:
+        inner.start_soon(integrations.refresh_stale)
+        await integrations.view(ADMIN)
+        await trio.testing.wait_all_tasks_blocked()
+        assert moved.waiting == 0  # listed just now: not due
+        await integrations.configure_graphql(ADMIN, "shop", {"endpoint": moved.shop.url})
+        await integrations.view(ADMIN)
+        with trio.fail_after(HANG):
+            await moved.arrived.wait()
+        inner.cancel_scope.cancel()
+    assert old.waiting == 0
