@@ -168,12 +168,11 @@ class View:
 EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={}, counts={})
 
 
-def due_at(connection: ConnectionRecord, integration: IntegrationRecord | None = None) -> float:
-    """When a discovered connection should be listed again: at once if it never was, or was listed before its
-    integration last changed (a new endpoint or credential placement)."""
-    if connection.tools_synced_at is None:
-        return float("-inf")
-    if integration is not None and connection.tools_synced_at < integration.updated_at:
+def due_at(integration: IntegrationRecord, connection: ConnectionRecord) -> float:
+    """When a discovered connection should be listed again: at once if it never was, or was last listed
+    before its integration's config was revised (a new endpoint, headers or template: upstream's
+    `config_revised_at`), so every owner's connection converges on that owner's next read."""
+    if connection.tools_synced_at is None or connection.tools_synced_at < integration.updated_at:
         return float("-inf")
     return connection.tools_synced_at + (DISCOVERY_RETRY if connection.sync_error else DISCOVERY_TTL)
 
@@ -200,7 +199,7 @@ def _build_view(
         defs={_catalog_hash(integration, connection): compiled.defs for integration, connection, compiled in reached},
         counts=Counter(entry.integration.slug for entry in entries),
         discovered=discovered,
-        due_at=min((due_at(connection, integration) for integration, connection in discovered), default=float("inf")),
+        due_at=min((due_at(*pair) for pair in discovered), default=float("inf")),
     )
 
 
@@ -291,7 +290,7 @@ class Integrations:
         if now < view.due_at:
             return
         for integration, connection in view.discovered:
-            if now >= due_at(connection, integration):
+            if now >= due_at(integration, connection):
                 self.mark_stale(integration, connection)
 
     async def connected_integrations(self, principal: Principal) -> list[str]:
@@ -422,22 +421,24 @@ class Integrations:
         connection, which keeps its old tools) when the upstream gives no tool list in time. Concurrent
         discoveries of one connection share one listing."""
         key = _connection_key(connection)
-        flight = self._discovering.get(key)
-        if flight is None:
-            flight = self._discovering[key] = _Flight()
-            try:
-                flight.outcome = await self._discover_once(integration, connection)
-            except DiscoveryFailed as failure:
-                flight.failure = failure
-            finally:
-                del self._discovering[key]
-                flight.done.set()
-        await flight.done.wait()
-        if flight.failure is not None:
-            raise DiscoveryFailed(flight.failure.message)
-        if flight.outcome is None:
-            raise ConnectionNotFound(f"Connection not found: {connection.address}")
-        return flight.outcome
+        # A listing in flight answers only for what it was made with, and only once it has an outcome: one
+        # whose discoverer was cancelled, or made with an older credential or endpoint, is waited out and
+        # this one lists itself. Each turn waits for one flight, itself bounded by `DISCOVERY_TIMEOUT`.
+        while (flight := self._discovering.get(key)) is not None:
+            await flight.done.wait()
+            if flight.settled and flight.serves(integration, connection):
+                return flight.result()
+        flight = self._discovering[key] = _Flight(integration, connection)
+        try:
+            flight.outcome = await self._discover_once(integration, connection)
+            flight.settled = True
+        except DiscoveryFailed as failure:
+            flight.failure = failure
+            flight.settled = True
+        finally:
+            del self._discovering[key]
+            flight.done.set()
+        return flight.result()
 
     async def _discover_once(
         self, integration: IntegrationRecord, connection: ConnectionRecord
@@ -486,17 +487,20 @@ class Integrations:
 
     async def refresh_stale(self) -> None:
         """Discover the connections marked stale, one at a time, for as long as the owner's nursery runs. One
-        failing connection (or a defect) costs only its own refresh."""
+        failing connection (or a defect) costs only its own refresh. Both records are read again: a mark can
+        be older than an admin's move of the endpoint, and the credential goes only where the integration
+        points now."""
         async for _ in self._bell:
             while self._stale:
                 key = next(iter(self._stale))
-                integration, connection = self._stale.pop(key)
+                _, connection = self._stale.pop(key)
                 try:
                     current = await self._control.get_connection(*key)
-                    if current is not None:
+                    integration = await self._control.get_integration(connection.org_id, connection.integration)
+                    if current is not None and integration is not None and integration.kind in self._kinds:
                         await self.discover(integration, current)
-                except DiscoveryFailed:
-                    pass  # noted on the connection and logged by `discover`
+                except (DiscoveryFailed, ConnectionNotFound):
+                    pass  # noted on the connection and logged by `discover`, or removed meanwhile
                 except Exception:
                     log.exception("refreshing the tools of %s failed", connection.address)
 
@@ -781,8 +785,8 @@ class Integrations:
 
     async def configure_graphql(self, principal: Principal, slug: str, body: Any) -> IntegrationRecord:
         """`{endpoint?, headers?, queryParams?, authenticationTemplate?, mode?: merge|replace}`: set what is
-        given (`headers`/`queryParams` null clears them). Connections that introspect are listed again once the
-        catalog is next read, since their listing predates the change (`due_at`)."""
+        given (`headers`/`queryParams` null clears them). Connections that introspect are listed again on
+        their owner's next read (`due_at`)."""
         _admin(principal)
         values = _object(body)
         _known(values, {"endpoint", "headers", "queryParams", "authenticationTemplate", "mode"})
@@ -1005,11 +1009,32 @@ class Integrations:
 
 @attrs.define
 class _Flight:
-    """One connection's discovery in progress: whoever asks meanwhile waits for its outcome."""
+    """One connection's discovery in progress: whoever asks meanwhile, for the same connection as it stands,
+    waits for its outcome."""
 
+    integration: IntegrationRecord
+    connection: ConnectionRecord
     done: trio.Event = attrs.Factory(trio.Event)
+    settled: bool = False  # stays False when the discoverer was cancelled before an outcome
     outcome: ConnectionRecord | None = None
     failure: DiscoveryFailed | None = None
+
+    def serves(self, integration: IntegrationRecord, connection: ConnectionRecord) -> bool:
+        """Whether this listing is the one `connection` asks for: the same integration settings (endpoint,
+        headers, templates) and the same credential (a re-created connection is a new `updated_at`, even when
+        its pasted values keep their item ids)."""
+        return self.integration == integration and _credential(self.connection) == _credential(connection)
+
+    def result(self) -> ConnectionRecord:
+        if self.failure is not None:
+            raise DiscoveryFailed(self.failure.message)
+        if self.outcome is None:
+            raise ConnectionNotFound(f"Connection not found: {self.connection.address}")
+        return self.outcome
+
+
+def _credential(connection: ConnectionRecord) -> tuple[object, ...]:
+    return (connection.template, connection.provider, connection.item_ids, connection.updated_at)
 
 
 def check_connection_request(
