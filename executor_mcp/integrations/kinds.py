@@ -8,12 +8,13 @@ tools to whoever dials it; a GraphQL endpoint is introspected with the connectio
 discover: they fetch the connection's own source, which the service stores and compiles like any other.
 """
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from executor_mcp.codec import JsonObject
+from executor_mcp.codec import JsonObject, converter
 from executor_mcp.integrations.model import AuthMethod, CompiledCatalog, ConnectionRecord, IntegrationRecord, ToolDef
 
 
@@ -83,3 +84,29 @@ class Kind(Protocol):
 
     async def invoke(self, invocation: Invocation) -> JsonObject:
         """The call's result value: `{ok: true, data, ...}` or `{ok: false, error: {code, message, ...}}`."""
+
+
+B = TypeVar("B")
+BINDING_CACHE_SIZE = 4096
+
+
+class Bindings(Generic[B]):
+    """A kind's structured bindings of the hottest tools. The binding a compiled tool carries is unstructured
+    JSON (the catalog never reads it); it is structured once per `ToolDef`, since a hot tool is called many
+    times. Keyed by identity, each entry holding the `ToolDef` itself, so its id cannot be reused while cached."""
+
+    def __init__(self, shape: type[B], size: int = BINDING_CACHE_SIZE) -> None:
+        self._shape = shape
+        self._size = size
+        self._cached: OrderedDict[int, tuple[ToolDef, B]] = OrderedDict()
+
+    def of(self, tool: ToolDef) -> B:
+        cached = self._cached.get(id(tool))
+        if cached is not None and cached[0] is tool:
+            self._cached.move_to_end(id(tool))
+            return cached[1]
+        structured = converter.structure(tool.binding, self._shape)
+        self._cached[id(tool)] = (tool, structured)
+        if len(self._cached) > self._size:
+            self._cached.popitem(last=False)
+        return structured

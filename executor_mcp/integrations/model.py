@@ -91,6 +91,14 @@ class CompiledCatalog:
     defs: JsonObject = attrs.Factory(dict)
 
 
+def config_strings(value: object) -> dict[str, str]:
+    """A config map of static values (headers, query parameters, an environment); anything that is not a string
+    pair is not sendable and is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {name: text for name, text in value.items() if isinstance(name, str) and isinstance(text, str)}
+
+
 def encode_catalog(catalog: CompiledCatalog) -> bytes:
     """The stored form of a catalog no kind adds anything to (OpenAPI stores its whole compiled spec)."""
     return dumps(converter.unstructure(catalog))

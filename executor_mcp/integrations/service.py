@@ -652,13 +652,7 @@ class Integrations:
         values = _object(body)
         _known(values, {"authenticationTemplate", "mode", "baseUrl"})
         record = await self.integration(principal, slug)
-        mode = values.get("mode", "merge")
-        if mode not in ("merge", "replace"):
-            raise InvalidInput('mode must be "merge" or "replace"')
-        methods = record.auth_methods
-        if values.get("authenticationTemplate") is not None:
-            new = openapi_auth.normalize_methods(values["authenticationTemplate"])
-            methods = openapi_auth.merge_methods(record.auth_methods, new, mode)
+        methods = _configured_methods(record, values)
         config = dict(record.config)
         if "baseUrl" in values:
             if values["baseUrl"] is None:
@@ -791,13 +785,7 @@ class Integrations:
         values = _object(body)
         _known(values, {"endpoint", "headers", "queryParams", "authenticationTemplate", "mode"})
         record = await self.graphql_integration(principal, slug)
-        mode = values.get("mode", "merge")
-        if mode not in ("merge", "replace"):
-            raise InvalidInput('mode must be "merge" or "replace"')
-        methods = record.auth_methods
-        if values.get("authenticationTemplate") is not None:
-            new = openapi_auth.normalize_methods(values["authenticationTemplate"])
-            methods = openapi_auth.merge_methods(record.auth_methods, new, mode)
+        methods = _configured_methods(record, values)
         config = dict(record.config)
         if values.get("endpoint") is not None:
             config["endpoint"] = _url(values["endpoint"], "endpoint")
@@ -1144,6 +1132,18 @@ def _variable(name: Any) -> str:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
         raise InvalidConnectionInput("credential input names must be identifiers")
     return name
+
+
+def _configured_methods(record: IntegrationRecord, values: JsonObject) -> tuple[AuthMethod, ...]:
+    """A configure request's `authenticationTemplate`, merged into (or, with `mode: "replace"`, replacing) the
+    integration's auth methods; the same dialects for every kind."""
+    mode = values.get("mode", "merge")
+    if mode not in ("merge", "replace"):
+        raise InvalidInput('mode must be "merge" or "replace"')
+    if values.get("authenticationTemplate") is None:
+        return record.auth_methods
+    new = openapi_auth.normalize_methods(values["authenticationTemplate"])
+    return openapi_auth.merge_methods(record.auth_methods, new, mode)
 
 
 def _caller(principal: Principal | None) -> tuple[str, str]:

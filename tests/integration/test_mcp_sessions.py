@@ -1,5 +1,5 @@
 """The per-use sessions (legacy SSE, stdio) against the real SDK servers, at the kind: what goes wrong inside
-the session's block reaches the caller as itself (an `RpcError`, a `ProtocolError`), so it becomes its typed
+the session's block reaches the caller as itself (an `ServerRefused`, a `ProtocolError`), so it becomes its typed
 envelope, never an exception group that nothing expects."""
 
 import sys
@@ -13,7 +13,7 @@ import trio
 
 from executor_mcp.integrations.kinds import Invocation
 from executor_mcp.integrations.mcp.kind import McpKind, Target
-from executor_mcp.integrations.mcp.protocol import METHOD_NOT_FOUND, RpcError
+from executor_mcp.integrations.mcp.protocol import METHOD_NOT_FOUND, ServerRefused
 from executor_mcp.integrations.model import (
     MCP,
     AuthMethod,
@@ -88,13 +88,13 @@ async def no_such_method(session: Any) -> Any:
 async def test_a_json_rpc_error_on_a_legacy_sse_session_is_raised_as_itself(kind: McpKind, tmp_path: Path) -> None:
     async with downstream(tmp_path / "state", transport="sse") as server:
         target = target_of(kind, {"transport": "remote", "endpoint": server.url, "remoteTransport": "sse"})
-        with trio.fail_after(20), pytest.raises(RpcError) as refused:
+        with trio.fail_after(20), pytest.raises(ServerRefused) as refused:
             await kind.run(target, no_such_method)
     assert refused.value.code == METHOD_NOT_FOUND
 
 
 async def test_a_json_rpc_error_on_a_stdio_session_is_raised_as_itself(kind: McpKind) -> None:
-    with trio.fail_after(20), pytest.raises(RpcError) as refused:
+    with trio.fail_after(20), pytest.raises(ServerRefused) as refused:
         await kind.run(target_of(kind, STDIO_CONFIG), no_such_method)
     assert refused.value.code == METHOD_NOT_FOUND
 

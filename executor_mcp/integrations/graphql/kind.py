@@ -6,41 +6,33 @@ wins over a static one of the same name).
 """
 
 import urllib.parse
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import trio
 
-from executor_mcp.codec import JsonObject, converter, dumps
+from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result, render_credentials
 from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
 from executor_mcp.integrations.graphql import introspection, response
 from executor_mcp.integrations.graphql.compile import compile_catalog
 from executor_mcp.integrations.graphql.operation import Binding, build_operation
 from executor_mcp.integrations.graphql.registration import PER_CONNECTION
-from executor_mcp.integrations.kinds import Discovery, Invocation
+from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation
 from executor_mcp.integrations.model import (
     GRAPHQL,
     AuthMethod,
     CompiledCatalog,
     IntegrationRecord,
     ToolDef,
+    config_strings,
     decode_catalog,
     encode_catalog,
 )
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
 
-BINDING_CACHE_SIZE = 4096
 JSON = "application/json"
-
-
-def _strings(value: Any) -> dict[str, str]:
-    """A config map of static values; anything that is not a string pair is not sendable and is left out."""
-    if not isinstance(value, dict):
-        return {}
-    return {name: text for name, text in value.items() if isinstance(name, str) and isinstance(text, str)}
 
 
 def credential_placements(
@@ -105,8 +97,7 @@ class GraphqlKind:
         self._max_source_bytes = max_source_bytes
         # Reading a large introspection answer is CPU work: in a worker thread, one at a time.
         self._reading = trio.CapacityLimiter(1)
-        # Keyed by identity; the entry holds the ToolDef itself, so its id cannot be reused while cached.
-        self._bindings: OrderedDict[int, tuple[ToolDef, Binding]] = OrderedDict()
+        self._bindings = Bindings(Binding)
 
     def compile(self, source: bytes) -> tuple[CompiledCatalog, bytes]:
         if len(source) > self._max_source_bytes:
@@ -121,15 +112,7 @@ class GraphqlKind:
         return integration.config.get("introspection") == PER_CONNECTION
 
     def binding(self, tool: ToolDef) -> Binding:
-        cached = self._bindings.get(id(tool))
-        if cached is not None and cached[0] is tool:
-            self._bindings.move_to_end(id(tool))
-            return cached[1]
-        structured = converter.structure(tool.binding, Binding)
-        self._bindings[id(tool)] = (tool, structured)
-        if len(self._bindings) > BINDING_CACHE_SIZE:
-            self._bindings.popitem(last=False)
-        return structured
+        return self._bindings.of(tool)
 
     def check_arguments(self, tool: ToolDef, args: Any) -> None:
         build_operation(self.binding(tool), args)
@@ -144,8 +127,8 @@ class GraphqlKind:
         return http_request(
             endpoint if isinstance(endpoint, str) else "",
             payload,
-            static_headers=_strings(integration.config.get("headers")),
-            static_query=_strings(integration.config.get("queryParams")),
+            static_headers=config_strings(integration.config.get("headers")),
+            static_query=config_strings(integration.config.get("queryParams")),
             credential_headers=rendered[0],
             credential_query=rendered[1],
         )

@@ -35,7 +35,7 @@ from executor_mcp.integrations.mcp.protocol import (
     MAX_PAGES,
     METHOD_NOT_FOUND,
     ProtocolError,
-    RpcError,
+    ServerRefused,
 )
 from executor_mcp.integrations.mcp.registration import ENV_CARRIER, STDIO, STDIO_DISABLED
 from executor_mcp.integrations.mcp.transports import (
@@ -54,6 +54,7 @@ from executor_mcp.integrations.model import (
     CompiledCatalog,
     IntegrationRecord,
     ToolDef,
+    config_strings,
     decode_catalog,
     encode_catalog,
 )
@@ -105,12 +106,6 @@ class Target:
         return f"the command {self.command.command}"
 
 
-def _strings(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        return {}
-    return {name: text for name, text in value.items() if isinstance(name, str) and isinstance(text, str)}
-
-
 def _restart_wait(failure: HttpStatus) -> float | None:
     """How long to wait before retrying a restart envelope, or None when the answer is not one."""
     if failure.status != 503 or failure.rpc_code != Code.SESSION:
@@ -124,7 +119,7 @@ def _restart_wait(failure: HttpStatus) -> float | None:
 def _describe(failure: BaseException) -> str:
     if isinstance(failure, HttpStatus):
         return f"it answered HTTP {failure.status}"
-    if isinstance(failure, RpcError):
+    if isinstance(failure, ServerRefused):
         return f"it answered a JSON-RPC error ({failure.code}): {failure.message[:300]}"
     if isinstance(failure, OutboundFailure | ProtocolError):
         return failure.message
@@ -177,7 +172,7 @@ class McpKind:
             return rendered
         secrets = tuple(sorted(value for value in credentials.values() if value))
         if config.get("transport") == STDIO:
-            env = _strings(config.get("env"))
+            env = config_strings(config.get("env"))
             env.update(_env_values(method, credentials))
             args = config.get("args")
             cwd = config.get("cwd")
@@ -188,17 +183,17 @@ class McpKind:
                 cwd=cwd if isinstance(cwd, str) else None,
             )
             # Static env values are shown to admins only, so a server printing them is redacted like a credential.
-            static = tuple(value for value in _strings(config.get("env")).values() if len(value) >= MIN_REDACTED)
+            static = tuple(value for value in config_strings(config.get("env")).values() if len(value) >= MIN_REDACTED)
             return Target(
                 remote=None, command=command, transport=STDIO, key="", secrets=tuple(sorted({*secrets, *static}))
             )
         auth_headers, auth_query = rendered
-        headers = _strings(config.get("headers"))
+        headers = config_strings(config.get("headers"))
         # The credential's headers win over static ones of the same name, whatever their case.
         overridden = {name.lower() for name in auth_headers}
         headers = {name: value for name, value in headers.items() if name.lower() not in overridden}
         headers.update(auth_headers)
-        query = {**_strings(config.get("queryParams")), **auth_query}
+        query = {**config_strings(config.get("queryParams")), **auth_query}
         endpoint = str(config.get("endpoint", ""))
         transport = str(config.get("remoteTransport", "auto"))
         return Target(
@@ -285,7 +280,7 @@ class McpKind:
                     if target.transport == "auto":
                         return await self._fall_back(target, action)
                     raise ConnectFailed(self._connect_message(target, failure)) from None
-                except (OutboundFailure, RpcError) as failure:
+                except (OutboundFailure, ServerRefused) as failure:
                     raise ConnectFailed(self._connect_message(target, failure)) from None
             try:
                 result = await action(session)
@@ -298,7 +293,7 @@ class McpKind:
                     await trio.sleep(wait)
                     continue
                 raise
-            except RpcError:
+            except ServerRefused:
                 await self._close(self._pool.give(target.key, session))  # the session itself is fine
                 raise
             except BaseException:
@@ -334,7 +329,7 @@ class McpKind:
             if entered or failure.status in (401, 403):
                 raise
             raise ConnectFailed(self._connect_message(target, failure)) from None
-        except (ProtocolError, OutboundFailure, RpcError) as failure:
+        except (ProtocolError, OutboundFailure, ServerRefused) as failure:
             if entered:
                 raise
             raise ConnectFailed(self._connect_message(target, failure)) from None
@@ -361,7 +356,7 @@ class McpKind:
             raise DiscoveryFailed(f"Listing tools at {target.where} failed: {_describe(failure)}") from None
         except ConnectFailed as failure:
             raise DiscoveryFailed(failure.message) from None
-        except (RpcError, ProtocolError, OutboundFailure) as failure:
+        except (ServerRefused, ProtocolError, OutboundFailure) as failure:
             raise DiscoveryFailed(f"Listing tools at {target.where} failed: {_describe(failure)}") from None
         source = dumps({"server": server, "tools": tools})
         if len(source) > self._max_source_bytes:
@@ -428,7 +423,7 @@ class McpKind:
             return results.connect_failure(f"The MCP server at {target.where} answered HTTP {failure.status}")
         except ConnectFailed as failure:
             return results.connect_failure(failure.message)
-        except RpcError as failure:
+        except ServerRefused as failure:
             if failure.code in (METHOD_NOT_FOUND, INVALID_PARAMS):
                 invocation.mark_stale()
                 return results.unknown_tool(name)
@@ -469,7 +464,7 @@ class McpKind:
             except ConnectFailed as failure:
                 answer["message"] = failure.message
                 return answer
-            except (RpcError, ProtocolError, OutboundFailure) as failure:
+            except (ServerRefused, ProtocolError, OutboundFailure) as failure:
                 answer["message"] = f"The MCP server at {target.where} could not be listed: {_describe(failure)}"
                 return answer
             answer.update(

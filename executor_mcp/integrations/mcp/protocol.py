@@ -32,7 +32,7 @@ class ProtocolError(Exception):
         self.message = message
 
 
-class RpcError(Exception):
+class ServerRefused(Exception):
     """The server answered our request with a JSON-RPC error."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -89,7 +89,7 @@ def read_initialize(result: Any) -> ServerInfo:
 class Response:
     id: Any
     result: Any = None
-    error: RpcError | None = None
+    error: ServerRefused | None = None
 
 
 @attrs.frozen
@@ -123,7 +123,7 @@ def classify(message: Any) -> Incoming | None:
         text = error.get("message")
         return Response(
             message["id"],
-            error=RpcError(
+            error=ServerRefused(
                 code if isinstance(code, int) else -32603,
                 text[:2000] if isinstance(text, str) else "The MCP server answered an error",
                 error.get("data"),

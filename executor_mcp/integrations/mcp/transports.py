@@ -2,7 +2,7 @@
 sans-I/O `protocol`, every byte from the network through `Outbound` (guarded, capped, deadlined).
 
 A session answers `request(method, params)` with the result or raises: `HttpStatus` (the server answered a
-non-2xx status), `RpcError` (a JSON-RPC error), `ProtocolError` (nothing usable), `OutboundFailure` (no
+non-2xx status), `ServerRefused` (a JSON-RPC error), `ProtocolError` (nothing usable), `OutboundFailure` (no
 answer). The legacy SSE and stdio sessions read in a nursery owned by the `async with` that opened them, so
 no reader outlives the one call or discovery it serves.
 """
@@ -385,7 +385,7 @@ async def _readers() -> AsyncIterator[trio.Nursery]:
     """The nursery a per-use session's readers run in, cancelled when the block ends. The readers record their
     failures instead of raising, so what leaves the nursery is the block's own exception: it is re-raised as
     itself, not wrapped in the ExceptionGroup a nursery makes of it, since callers tell `HttpStatus`,
-    `RpcError`, `ProtocolError` and `OutboundFailure` apart."""
+    `ServerRefused`, `ProtocolError` and `OutboundFailure` apart."""
     try:
         async with trio.open_nursery() as nursery:
             try:

@@ -1,33 +1,21 @@
-"""OpenAPI as a `Kind`: pre-flight checks and invocation through `Outbound`.
-
-The binding a compiled tool carries is unstructured JSON (the catalog never reads it); it is structured
-once per `ToolDef` and kept in a small bounded cache, since a hot tool is called many times.
+"""OpenAPI as a `Kind`: pre-flight checks and invocation through `Outbound` (bindings structured once per tool,
+by `kinds.Bindings`).
 """
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from executor_mcp.codec import JsonObject, converter
+from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result
 from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
-from executor_mcp.integrations.kinds import Discovery, Invocation
-from executor_mcp.integrations.model import OPENAPI, CompiledCatalog, IntegrationRecord, ToolDef
+from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation
+from executor_mcp.integrations.model import OPENAPI, CompiledCatalog, IntegrationRecord, ToolDef, config_strings
 from executor_mcp.integrations.openapi import request, response
 from executor_mcp.integrations.openapi.binding import Binding
 from executor_mcp.integrations.openapi.compile import compile_spec, decode_compiled, encode_compiled
 from executor_mcp.integrations.openapi.document import MAX_SOURCE_BYTES
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure
-
-BINDING_CACHE_SIZE = 4096
-
-
-def _strings(value: Any) -> dict[str, str]:
-    """A config map of static values; anything that is not a string pair is not sendable and is left out."""
-    if not isinstance(value, dict):
-        return {}
-    return {name: text for name, text in value.items() if isinstance(name, str) and isinstance(text, str)}
 
 
 class OpenApiKind:
@@ -36,8 +24,7 @@ class OpenApiKind:
     def __init__(self, outbound: Outbound, *, max_source_bytes: int = MAX_SOURCE_BYTES) -> None:
         self._outbound = outbound
         self._max_source_bytes = max_source_bytes
-        # Keyed by identity; the entry holds the ToolDef itself, so its id cannot be reused while cached.
-        self._bindings: OrderedDict[int, tuple[ToolDef, Binding]] = OrderedDict()
+        self._bindings = Bindings(Binding)
 
     def compile(self, source: bytes) -> tuple[CompiledCatalog, bytes]:
         spec = compile_spec(source, max_bytes=self._max_source_bytes)
@@ -53,15 +40,7 @@ class OpenApiKind:
         raise DiscoveryFailed("An OpenAPI integration's tools come from its document, not from its connections")
 
     def binding(self, tool: ToolDef) -> Binding:
-        cached = self._bindings.get(id(tool))
-        if cached is not None and cached[0] is tool:
-            self._bindings.move_to_end(id(tool))
-            return cached[1]
-        structured = converter.structure(tool.binding, Binding)
-        self._bindings[id(tool)] = (tool, structured)
-        if len(self._bindings) > BINDING_CACHE_SIZE:
-            self._bindings.popitem(last=False)
-        return structured
+        return self._bindings.of(tool)
 
     def check_arguments(self, tool: ToolDef, args: Any) -> None:
         request.check_arguments(self.binding(tool), args)
@@ -76,8 +55,8 @@ class OpenApiKind:
                 binding,
                 invocation.args,
                 base_url=base_url if isinstance(base_url, str) and base_url else None,
-                static_headers=_strings(config.get("headers")),
-                static_query=_strings(config.get("queryParams")),
+                static_headers=config_strings(config.get("headers")),
+                static_query=config_strings(config.get("queryParams")),
                 auth_method=integration.auth_method(connection.template),
                 credentials=invocation.credentials,
             )
