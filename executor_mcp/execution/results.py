@@ -135,6 +135,13 @@ def _is_content_block(item: JsonObject) -> bool:
 RECOVERY = (
     "To recover, run the execute tool again with the original code; if it pauses, a fresh executionId will be issued."
 )
+RERUN_IF_NEEDED = "Run execute again only if the result is still needed."
+# The same guidance where the session has `invoke` instead of `execute` (passthrough mode).
+INVOKE_RECOVERY = (
+    "To recover, call the invoke tool again with the same path and args; if it pauses, a fresh executionId will be "
+    "issued."
+)
+INVOKE_IF_NEEDED = "Call invoke again only if the result is still needed."
 
 
 def iso(epoch: float) -> str:
@@ -237,7 +244,22 @@ def settled_result(execution_id: str) -> JsonObject:
         [
             f"Paused execution has already settled: {execution_id}.",
             "The resume result is no longer available for replay.",
-            "Run execute again only if the result is still needed.",
+            RERUN_IF_NEEDED,
         ],
         recovery="re_execute",
     )
+
+
+def worded_for_invoke(result: JsonObject) -> JsonObject:
+    """An unavailable pause's answer (`recovery: "re_execute"`) with its guidance naming `invoke`, the tool a
+    passthrough session has, where it names `execute`; any other result as it is."""
+    structured = result.get("structuredContent")
+    if not isinstance(structured, dict) or structured.get("recovery") != "re_execute":
+        return result
+    content = [
+        {**block, "text": block["text"].replace(RECOVERY, INVOKE_RECOVERY).replace(RERUN_IF_NEEDED, INVOKE_IF_NEEDED)}
+        if block.get("type") == "text" and isinstance(block.get("text"), str)
+        else block
+        for block in result.get("content", [])
+    ]
+    return {**result, "content": content}

@@ -20,7 +20,7 @@ import attrs
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, refusal_result
 from executor_mcp.execution.engine import Engine, Outcome, internal_error
-from executor_mcp.execution.results import render
+from executor_mcp.execution.results import render, worded_for_invoke
 from executor_mcp.execution.runs import Answer, Book, Run
 from executor_mcp.execution.texts import (
     EXECUTE_DESCRIPTION,
@@ -186,7 +186,11 @@ def executor_tools(
     model = ToolRegistry([*native, RegisteredTool(RESUME, resume)])
     passthrough_native = ToolRegistry(list(passthrough_tools(run_code, catalog, policies)))
     passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
-    passthrough_model = ToolRegistry([*passthrough_native, RegisteredTool(passthrough_resume, resume)])
+
+    async def resume_an_invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
+        return worded_for_invoke(await resume(arguments, context))
+
+    passthrough_model = ToolRegistry([*passthrough_native, RegisteredTool(passthrough_resume, resume_an_invoke)])
 
     def factory(meta: SessionMeta) -> ToolRegistry:
         if meta.mode == PASSTHROUGH_MODE:

@@ -342,6 +342,15 @@ async def test_require_approval_pauses_an_invoke_and_resume_runs_it_exactly_once
     assert len(upstream.calls("/orders")) == 1
 
 
+async def test_an_unknown_pause_tells_a_passthrough_session_to_invoke_again(passthrough: Client) -> None:
+    unknown = "exec_00000000-0000-4000-8000-000000000000"
+    answer = await passthrough.call_tool("resume", {"executionId": unknown, "action": "accept"})
+    assert answer.is_error
+    assert answer.structured_content["status"] == "execution_not_found"
+    assert "call the invoke tool again with the same path and args" in text_of(answer)
+    assert "execute" not in text_of(answer)
+
+
 async def test_a_declined_invoke_never_reaches_the_upstream(
     orders: None, executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, passthrough: Client
 ) -> None:
