@@ -11,12 +11,45 @@ import attrs
 import httpx
 import trio
 
+from executor_mcp.integrations.model import MCP, AuthMethod, ConnectionRecord, IntegrationRecord
 from tests.conftest import ServerUnderTest
 
 HERE = Path(__file__).resolve().parent
 DOWNSTREAM = HERE / "mcp_downstream.py"
 STDIO_SERVER = HERE / "mcp_stdio_server.py"
 START_TIMEOUT = 20.0
+
+
+def mcp_integration(slug: str, config: dict[str, Any]) -> IntegrationRecord:
+    """An org's MCP integration with no auth, for driving `McpKind` directly."""
+    return IntegrationRecord(
+        org_id="o",
+        slug=slug,
+        kind=MCP,
+        name=slug,
+        description="",
+        source_hash="",
+        config=config,
+        auth_methods=(AuthMethod("none", "none"),),
+        created_at=0.0,
+        updated_at=0.0,
+    )
+
+
+def mcp_connection(slug: str) -> ConnectionRecord:
+    """The org's no-auth connection `main` to `slug`."""
+    return ConnectionRecord(
+        org_id="o",
+        owner="org",
+        account_id="",
+        integration=slug,
+        name="main",
+        template="none",
+        provider=None,
+        item_ids={},
+        created_at=0.0,
+        updated_at=0.0,
+    )
 
 
 @attrs.define

@@ -31,6 +31,27 @@ class Answer:
 Respond = Callable[[Received], Answer | Awaitable[Answer]]
 
 
+async def serve_lifespan(receive: Any, send: Any) -> None:
+    """Answer an ASGI lifespan scope: started at once, and done when the server shuts down."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def read_body(receive: Any) -> bytes:
+    """A request's whole body, from its ASGI `http.request` messages."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 @attrs.define
 class Upstream:
     respond: Respond
@@ -43,19 +64,9 @@ class Upstream:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            await serve_lifespan(receive, send)
+            return
+        body = await read_body(receive)
         headers: dict[str, str] = {}
         for raw_name, raw_value in scope["headers"]:
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")

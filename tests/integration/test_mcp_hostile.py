@@ -14,24 +14,18 @@ from executor_mcp.integrations.errors import DiscoveryFailed
 from executor_mcp.integrations.kinds import Discovery
 from executor_mcp.integrations.mcp.kind import McpKind
 from executor_mcp.integrations.mcp.protocol import MAX_PAGES
-from executor_mcp.integrations.model import MCP, AuthMethod, ConnectionRecord, IntegrationRecord
 from executor_mcp.outbound.client import Outbound, OutboundSettings
+from tests.mcp_support import mcp_connection, mcp_integration
+from tests.upstream import read_body, serve_lifespan
 
 MAX_BYTES = 20_000
 
 
 async def hostile(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+        await serve_lifespan(receive, send)
         return
-    body = b""
-    while True:
-        event = await receive()
-        body += event.get("body", b"")
-        if not event.get("more_body"):
-            break
+    body = await read_body(receive)
     path = scope["path"]
     if path == "/sse" and scope["method"] == "GET":
         # A legacy SSE stream whose message endpoint is not a URL at all.
@@ -81,31 +75,8 @@ async def base(nursery: trio.Nursery) -> str:
 
 
 def discovery(endpoint: str, transport: str = "streamable-http") -> Discovery:
-    integration = IntegrationRecord(
-        org_id="o",
-        slug="h",
-        kind=MCP,
-        name="h",
-        description="",
-        source_hash="",
-        config={"transport": "remote", "endpoint": endpoint, "remoteTransport": transport},
-        auth_methods=(AuthMethod("none", "none"),),
-        created_at=0.0,
-        updated_at=0.0,
-    )
-    connection = ConnectionRecord(
-        org_id="o",
-        owner="org",
-        account_id="",
-        integration="h",
-        name="main",
-        template="none",
-        provider=None,
-        item_ids={},
-        created_at=0.0,
-        updated_at=0.0,
-    )
-    return Discovery(integration, connection, {})
+    config = {"transport": "remote", "endpoint": endpoint, "remoteTransport": transport}
+    return Discovery(mcp_integration("h", config), mcp_connection("h"), {})
 
 
 async def discover(endpoint: str, transport: str = "streamable-http") -> bytes:

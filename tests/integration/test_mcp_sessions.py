@@ -15,46 +15,22 @@ from executor_mcp.integrations.kinds import Invocation
 from executor_mcp.integrations.mcp.kind import McpKind, Target
 from executor_mcp.integrations.mcp.protocol import METHOD_NOT_FOUND, ServerRefused
 from executor_mcp.integrations.model import (
-    MCP,
     AuthMethod,
-    ConnectionRecord,
     IntegrationRecord,
     Placement,
     ToolDef,
 )
 from executor_mcp.outbound.client import Outbound, OutboundSettings
-from tests.mcp_support import STDIO_SERVER, downstream
+from tests.mcp_support import STDIO_SERVER, downstream, mcp_connection, mcp_integration
 
 pytestmark = pytest.mark.slow
 
 
 def integration(config: dict[str, Any]) -> IntegrationRecord:
-    return IntegrationRecord(
-        org_id="o",
-        slug="down",
-        kind=MCP,
-        name="down",
-        description="",
-        source_hash="",
-        config=config,
-        auth_methods=(AuthMethod("none", "none"),),
-        created_at=0.0,
-        updated_at=0.0,
-    )
+    return mcp_integration("down", config)
 
 
-CONNECTION = ConnectionRecord(
-    org_id="o",
-    owner="org",
-    account_id="",
-    integration="down",
-    name="main",
-    template="none",
-    provider=None,
-    item_ids={},
-    created_at=0.0,
-    updated_at=0.0,
-)
+CONNECTION = mcp_connection("down")
 STDIO_CONFIG = {"transport": "stdio", "command": sys.executable, "args": [str(STDIO_SERVER)], "env": {}}
 
 
