@@ -26,6 +26,11 @@ def line(label: str, samples: list[float]) -> str:
     return f"{label:<36} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  (n={len(samples)})"
 
 
+def overhead_line(direct: list[float], through: list[float]) -> str:
+    """What a call through the server adds at p50 over the same call made directly."""
+    return f"call overhead at p50: {percentiles_ms(through)[0] - percentiles_ms(direct)[0]:.2f} ms"
+
+
 async def open_session(http: httpx.AsyncClient, url: str) -> str:
     response = await http.post(url, content=json.dumps(INITIALIZE), headers=HEADERS)
     response.raise_for_status()

@@ -21,7 +21,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from benchmarks.common import TIME_BOUND, line
+from benchmarks.common import TIME_BOUND, line, overhead_line
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
@@ -115,9 +115,7 @@ async def main(connections: int, repeat: int) -> None:
                 tool_samples = await timed(tool, repeat)
                 print(line("direct httpx GET", direct_samples))
                 print(line("integration tool call", tool_samples))
-                direct_p50 = sorted(direct_samples)[len(direct_samples) // 2]
-                tool_p50 = sorted(tool_samples)[len(tool_samples) // 2]
-                print(f"call overhead at p50: {(tool_p50 - direct_p50) * 1000:.2f} ms")
+                print(overhead_line(direct_samples, tool_samples))
                 nursery.cancel_scope.cancel()
         finally:
             await control.close()

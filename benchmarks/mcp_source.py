@@ -24,7 +24,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from benchmarks.common import HEADERS, TIME_BOUND, line
+from benchmarks.common import HEADERS, TIME_BOUND, line, overhead_line
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
@@ -141,9 +141,7 @@ async def main(repeat: int) -> None:
                         tool_samples += await timed(tool, repeat // 10)
                 print(line("direct tools/call (one session)", direct_samples))
                 print(line("MCP-source tool call", tool_samples))
-                direct_p50 = sorted(direct_samples)[len(direct_samples) // 2]
-                tool_p50 = sorted(tool_samples)[len(tool_samples) // 2]
-                print(f"call overhead at p50: {(tool_p50 - direct_p50) * 1000:.2f} ms (target <= 3 ms)")
+                print(overhead_line(direct_samples, tool_samples) + " (target <= 3 ms)")
                 nursery.cancel_scope.cancel()
         finally:
             await control.close()
