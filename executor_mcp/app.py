@@ -41,6 +41,7 @@ from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
 from executor_mcp.transport.endpoint import create_app
+from executor_mcp.web.console import Console
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,10 @@ async def _serve(
         allowed_origins=settings.allowed_origin,
         allowed_hosts=settings.allowed_host,
     )
+    console_key = await control.console_key()
+    console = Console(
+        control, console_key, authenticator if isinstance(authenticator, BearerAuth) else None, browser, public
+    )
     app = create_app(
         manager,
         authenticator,
@@ -229,6 +234,7 @@ async def _serve(
         browser,
         integrations=integrations,
         handoffs=handoffs,
+        console=console,
     )
     stop = trio.Event()
 

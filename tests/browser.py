@@ -6,6 +6,7 @@ is killed when the block ends (after asking it to close). `/usr/bin/chromium` co
 `scripts/install-browser`; `CHROMIUM` names another binary.
 """
 
+import base64
 import itertools
 import json
 import os
@@ -21,6 +22,12 @@ import trio
 import trio_websocket
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# Where `Page.screenshots` writes, for a reviewer to look at (a temp dir: never committed).
+SCREENSHOTS = Path(
+    os.environ.get("EXECUTOR_MCP_SCREENSHOTS") or Path(tempfile.gettempdir()) / "executor-mcp-screenshots"
+)
+# (name, width, height, device scale, mobile): a desk and a phone.
+VIEWPORTS = (("desktop", 1280, 900, 1, False), ("phone", 390, 844, 2, True))
 START_TIMEOUT = 30.0
 COMMAND_TIMEOUT = 15.0
 FLAGS = (
@@ -69,6 +76,21 @@ class Page:
         if "exceptionDetails" in answer:
             raise BrowserError(f"evaluation threw: {answer['exceptionDetails'].get('text')}")
         return answer["result"].get("value")
+
+    async def screenshots(self, name: str) -> list[Path]:
+        """The whole page at each of `VIEWPORTS`, as `SCREENSHOTS/<name>-<viewport>.png` (the paths)."""
+        await trio.Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        paths = []
+        for viewport, width, height, scale, mobile in VIEWPORTS:
+            metrics = {"width": width, "height": height, "deviceScaleFactor": scale, "mobile": mobile}
+            await self.send("Emulation.setDeviceMetricsOverride", metrics)
+            await self.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            shot = await self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+            path = SCREENSHOTS / f"{name}-{viewport}.png"
+            await trio.Path(path).write_bytes(base64.b64decode(shot["data"]))
+            paths.append(path)
+        await self.send("Emulation.clearDeviceMetricsOverride")
+        return paths
 
     async def wait_for(self, expression: str, timeout: float = COMMAND_TIMEOUT) -> Any:  # noqa: ASYNC109
         """The first truthy value of `expression`, polled every 50 ms for at most `timeout` seconds."""

@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import attrs
+
 from executor_mcp.auth.api_keys import digest
 from executor_mcp.auth.bearer import MAX_TOKEN_LENGTH, bearer_token, challenge, is_jwt_shaped
 from executor_mcp.auth.tokens import InvalidToken, TokenVerifier, Unavailable
@@ -31,6 +33,15 @@ log = logging.getLogger(__name__)
 Principal = Owner
 
 LOCAL_PRINCIPAL = Principal(account_id="local", org_id="local", org_admin=True)
+
+
+@attrs.frozen
+class Identity:
+    """A verified bearer: whom it stands for, until when (a JWT's `exp`), and which API key it was."""
+
+    principal: Principal
+    expires_at: float | None = None
+    api_key_digest: str | None = None
 
 
 class Forbidden(Refused):
@@ -70,21 +81,44 @@ class BearerAuth:
         token = bearer_token(headers)
         if token is None:
             raise Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url()))
+        return (await self.identify(token)).principal
+
+    async def identify(self, token: str) -> Identity:
+        """Who a bearer (a JWT or an API key) is, or the refusal; the web console signs in with this too."""
         if not token or len(token) > MAX_TOKEN_LENGTH:
             raise self._invalid("The bearer token is invalid")
+        expires_at, key_digest = None, None
         try:
             if is_jwt_shaped(token):
                 claims = await self._verifier.verify(token)
                 account, org, admin = claims.account_id, claims.org_id, self._holds_admin_claim(claims.values)
+                exp = claims.values.get("exp")
+                expires_at = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
             else:
-                account, org, admin = await self._api_key(token)
+                key_digest = digest(token)
+                account, org, admin = await self._api_key(key_digest)
             if not org or not await self._org_is_live(org):
                 raise Forbidden(Principal(account_id=account, org_id=org or None))
         except InvalidToken as exc:
             raise self._invalid(str(exc)) from None
         except Unavailable:
             raise Refused(Refusal.AUTH_UNAVAILABLE) from None
-        return Principal(account_id=account, org_id=org, org_admin=admin)
+        return Identity(Principal(account_id=account, org_id=org, org_admin=admin), expires_at, key_digest)
+
+    async def confirm(self, principal: Principal, api_key_digest: str | None) -> None:
+        """What an earlier `identify` proved still holds: the organization is live and, when the proof was an
+        API key, that key is not revoked. The console asks on every request of a signed-in visitor."""
+        try:
+            if api_key_digest is not None:
+                account, org, _ = await self._api_key(api_key_digest)
+                if (account, org) != (principal.account_id, principal.org_id):
+                    raise InvalidToken("The API key is invalid")
+            if not principal.org_id or not await self._org_is_live(principal.org_id):
+                raise Forbidden(principal)
+        except InvalidToken as exc:
+            raise self._invalid(str(exc)) from None
+        except Unavailable:
+            raise Refused(Refusal.AUTH_UNAVAILABLE) from None
 
     def _invalid(self, description: str) -> Refused:
         return Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url(), description))
@@ -96,8 +130,8 @@ class BearerAuth:
         held = claims.get(name)
         return held == wanted or (isinstance(held, list) and wanted in held)
 
-    async def _api_key(self, token: str) -> tuple[str, str, bool]:
-        record = await self._store(self._control.get_api_key(digest(token)))
+    async def _api_key(self, key_digest: str) -> tuple[str, str, bool]:
+        record = await self._store(self._control.get_api_key(key_digest))
         if record is None or record.revoked:
             raise InvalidToken("The API key is invalid")
         return record.account_id, record.org_id, self._admin_claim is None or record.admin

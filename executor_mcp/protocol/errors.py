@@ -73,6 +73,7 @@ class Refusal(enum.Enum):
     FOREIGN_SESSION = Envelope(403, Code.FOREIGN_SESSION, "MCP session does not belong to the current bearer")
     FORBIDDEN_ORIGIN = Envelope(403, Code.TRANSPORT, "Forbidden: Origin not allowed")
     FORBIDDEN_HOST = Envelope(403, Code.TRANSPORT, "Forbidden: Host not allowed")
+    CSRF_INVALID = Envelope(403, Code.TRANSPORT, "Forbidden: missing or invalid CSRF token")
     RESTARTING = Envelope(503, Code.SESSION, "MCP session is restarting, please retry")
     UNAUTHORIZED = Envelope(401, Code.SESSION, "Unauthorized")
     NO_ORGANIZATION = Envelope(403, Code.SESSION, "No organization in session — log in via the web app first")

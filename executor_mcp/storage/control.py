@@ -8,6 +8,7 @@ data dir, and the server sees the change on its next read.
 """
 
 import logging
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -19,6 +20,7 @@ from executor_mcp.storage.catalog_store import CatalogStore
 from executor_mcp.storage.environment import Environment
 from executor_mcp.storage.records import (
     ApiKeyRecord,
+    ConsoleLinkRecord,
     OrgRecord,
     Owner,
     PolicyRecord,
@@ -38,6 +40,7 @@ _MAX_DBS = 32
 _LEGACY_DBS = (b"sessions-by-account", b"session-counts")
 # Policies of 61054cb and before, keyed by id alone; moved under their owner's keys, then dropped.
 _LEGACY_POLICIES = b"policies"
+_CONSOLE_KEY = b"cookie-key"
 
 
 def _owner_prefix(owner: Owner) -> bytes:
@@ -69,6 +72,8 @@ class ControlPlane(CatalogStore):
         self._orgs = env.database(b"orgs")
         self._keys = env.database(b"api-keys")
         self._policies = env.database(b"policies-by-owner")
+        self._console = env.database(b"console")
+        self._console_links = env.database(b"console-links")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -303,6 +308,43 @@ class ControlPlane(CatalogStore):
 
     async def api_keys(self) -> list[ApiKeyRecord]:
         return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])
+
+    # -- web console --------------------------------------------------------------------------------
+
+    async def console_key(self) -> bytes:
+        """The key console cookies are signed with, made on first use (in one write, so a server and an
+        admin command starting together agree on it). Losing it only signs everyone out."""
+
+        def _key(txn) -> bytes:
+            key = txn.get(_CONSOLE_KEY, db=self._console)
+            if key is None:
+                key = secrets.token_bytes(32)
+                txn.put(_CONSOLE_KEY, key, db=self._console)
+            return bytes(key)
+
+        return await self._env.write(_key)
+
+    async def put_console_link(self, digest: str, record: ConsoleLinkRecord, now: float) -> None:
+        """Keep a new link, and forget the ones that expired unopened (there are never many)."""
+
+        def _put(txn) -> None:
+            for key, raw in list(txn.cursor(db=self._console_links)):
+                old = decoded_or_skipped(raw, ConsoleLinkRecord, bytes(key))
+                if old is None or old.expires_at <= now:
+                    txn.delete(key, db=self._console_links)
+            txn.put(digest.encode(), encode(record), db=self._console_links)
+
+        await self._env.write(_put)
+
+    async def take_console_link(self, digest: str, now: float) -> ConsoleLinkRecord | None:
+        """The link's record, removed in the same write: of two processes opening one link, one gets it."""
+
+        def _take(txn) -> ConsoleLinkRecord | None:
+            raw = txn.pop(digest.encode(), db=self._console_links)
+            record = None if raw is None else decoded_or_skipped(raw, ConsoleLinkRecord, digest)
+            return record if record is not None and record.expires_at > now else None
+
+        return await self._env.write(_take)
 
     # -- policies -----------------------------------------------------------------------------------
     # Keyed `org \0 account \0 policy id` (an org rule's account is empty), so the rules one caller sees,

@@ -111,3 +111,14 @@ class PolicyRecord:
     position: str
     created_at: float
     updated_at: float
+
+
+@attrs.frozen
+class ConsoleLinkRecord:
+    """A one-time console sign-in link (`executor-mcp console-link`), stored by the SHA-256 of its token."""
+
+    account_id: str
+    org_id: str
+    admin: bool
+    created_at: float
+    expires_at: float

@@ -71,7 +71,8 @@ from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
-from executor_mcp.web.connect import ConnectPage, is_console_path
+from executor_mcp.web.connect import ConnectPage
+from executor_mcp.web.console import Console, ConsoleCredentials, is_console_path
 
 log = logging.getLogger(__name__)
 
@@ -334,10 +335,12 @@ def create_app(
     browser: BrowserGuard | None = None,
     integrations: Integrations | None = None,
     handoffs: HandoffBook | None = None,
+    console: Console | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
     Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
-    routes are absent; without `handoffs` too, the connect page."""
+    routes are absent; without `handoffs` too, the connect page; without `console`, the web console (and
+    `/api` accepts bearers only)."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -345,6 +348,10 @@ def create_app(
     # Quart's 60 s default response timeout would silently cut SSE streams; a body gets a bounded time.
     app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, BODY_TIMEOUT=BODY_TIMEOUT_SECONDS)
     endpoint = McpEndpoint(manager, authenticator, guard)
+    api_auth: Authenticator = authenticator
+    if console is not None:
+        api_auth = ConsoleCredentials(console, authenticator)
+        console.register(app)
 
     async def metadata() -> Response:
         if request.method == "OPTIONS":
@@ -353,7 +360,7 @@ def create_app(
 
     for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
-    api = PoliciesApi(policies, authenticator)
+    api = PoliciesApi(policies, api_auth)
     app.add_url_rule(
         API_PREFIX + "/policies",
         "policies",
@@ -369,7 +376,7 @@ def create_app(
         provide_automatic_options=False,
     )
     if integrations is not None:
-        IntegrationsApi(integrations, authenticator, policies).register(app)
+        IntegrationsApi(integrations, api_auth, policies).register(app)
         if handoffs is not None:
             ConnectPage(integrations, handoffs, guard).register(app)
 

@@ -47,11 +47,6 @@ DEFAULT_CONNECTION_NAME = "main"
 HTML = "text/html; charset=utf-8"
 
 
-def is_console_path(path: str) -> bool:
-    """Console answers carry no CORS headers: no other origin has any business reading them."""
-    return path.startswith(CONNECT_PATH)
-
-
 class ConnectPage:
     def __init__(self, integrations: Integrations, book: HandoffBook, browser: BrowserGuard) -> None:
         self._integrations = integrations
