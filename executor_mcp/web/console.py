@@ -169,6 +169,7 @@ class Console:
             "title": values.pop("title", "Console"),
             "page": values.pop("page", ""),
             "scripts": values.pop("scripts", ()),
+            "styles": values.pop("styles", ()),
             "nav": NAV,
             "visitor": visitor,
             "csrf": self.csrf(visitor) if visitor is not None else "",
