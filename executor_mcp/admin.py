@@ -1,6 +1,5 @@
-"""Admin commands (`orgs`, `keys`, `policies`, `sessions`) on a data dir, also while a server runs on it.
-
-LMDB is multi-process.
+"""Admin commands (`orgs`, `keys`, `policies`, `sessions`, `console-link`) on a data dir, also while a server
+runs on it. LMDB is multi-process.
 
 Each opens the control plane, does one thing, closes it; the server sees the change on its next read
 (a key revocation on the key's next use). Revoking an organization and terminating a session also
@@ -19,6 +18,7 @@ from pathlib import Path
 from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
+from executor_mcp.config import Settings
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     Policies,
@@ -30,6 +30,8 @@ from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import ApiKeyRecord, Owner
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
+from executor_mcp.web.console import LINK_PATH, new_link
+from executor_mcp.web.signin import MAX_LINK_SECONDS
 
 
 @asynccontextmanager
@@ -181,4 +183,30 @@ async def sessions_terminate(data_dir: Path, session_id: str) -> int:
         print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
         return 1
     print(f"terminated session {session_id}", file=sys.stderr)
+    return 0
+
+
+async def console_link(settings: Settings, account_id: str, org_id: str, admin: bool, seconds: float) -> int:
+    """Print a one-time console sign-in link; the server it points at redeems it (the control plane is shared)."""
+    for flag, value in (("--user", account_id), ("--org", org_id)):
+        problem = identity_problem(value)
+        if problem:
+            print(f"executor-mcp: error: {flag} {problem}", file=sys.stderr)
+            return 2
+    if not 0 < seconds <= MAX_LINK_SECONDS:
+        print(f"executor-mcp: error: --expires must be between 0 and {MAX_LINK_SECONDS:g} seconds", file=sys.stderr)
+        return 2
+    host = f"[{settings.host}]" if ":" in settings.host and not settings.host.startswith("[") else settings.host
+    base = settings.public_url or f"http://{host}:{settings.port}"
+    if settings.public_url is None and settings.port == 0:
+        print("executor-mcp: warning: --port 0 names no port: pass the server's --public-url", file=sys.stderr)
+    now = time.time()
+    async with _control_plane(settings.data_dir) as control:
+        token = await new_link(control, Owner(account_id=account_id, org_id=org_id, org_admin=admin), now, seconds)
+    print(
+        f"one-time console sign-in for account {account_id} in organization {org_id}, usable once within "
+        f"{seconds:g} seconds:",
+        file=sys.stderr,
+    )
+    print(f"{base.rstrip('/')}{LINK_PATH}{token}")
     return 0

@@ -11,6 +11,7 @@ import trio
 
 from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+from executor_mcp.web.signin import LINK_SECONDS
 
 _DATA_OPTIONS = {"data_dir", "log_level"}
 # What building the integrations service reads: the outbound guard and limits, and the secret providers.
@@ -97,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         command = session_actions.add_parser(action, help=summary)
         command.add_argument("session_id")
         _add_options(command, _DATA_OPTIONS)
+
+    link = commands.add_parser("console-link", help="print a one-time link that signs in to the web console")
+    link.add_argument("--user", required=True, help="the account the link signs in as")
+    link.add_argument("--org", required=True, help="the organization it signs in to")
+    link.add_argument("--admin", action="store_true", help="sign in as an org admin (see --org-admin-claim)")
+    link.add_argument("--expires", type=float, default=LINK_SECONDS, help="seconds the link stays usable")
+    _add_options(link, _DATA_OPTIONS | {"host", "port", "public_url"})
 
     _integration_commands(commands)
     _connection_commands(commands)
@@ -265,7 +273,7 @@ def _admin(args: argparse.Namespace, settings: Settings):
     from executor_mcp import admin
 
     data_dir = settings.data_dir
-    match args.command, args.action:
+    match args.command, getattr(args, "action", None):
         case "orgs", "list":
             return partial(admin.orgs_list, data_dir)
         case "orgs", "revoke" | "restore":
@@ -284,6 +292,8 @@ def _admin(args: argparse.Namespace, settings: Settings):
             return partial(admin.sessions_list, data_dir)
         case "sessions", "show":
             return partial(admin.sessions_show, data_dir, args.session_id)
+        case "console-link", _:
+            return partial(admin.console_link, settings, args.user, args.org, args.admin, args.expires)
         case "sessions", "terminate":
             return partial(admin.sessions_terminate, data_dir, args.session_id)
         case "policies", "remove":

@@ -120,6 +120,11 @@ class BearerAuth:
         except Unavailable:
             raise Refused(Refusal.AUTH_UNAVAILABLE) from None
 
+    @property
+    def members_are_admins(self) -> bool:
+        """Without `--org-admin-claim` every member administers the org."""
+        return self._admin_claim is None
+
     def _invalid(self, description: str) -> Refused:
         return Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url(), description))
 

@@ -184,11 +184,16 @@ class Console:
     # -- routes --------------------------------------------------------------------------------------
 
     def register(self, app: Quart) -> None:
-        app.add_url_rule("/", "console_home", self._home, methods=["GET"])
-        app.add_url_rule(STATIC_PREFIX + "<name>", "console_static", self._static, methods=["GET"])
-        app.add_url_rule(SIGN_IN_PATH, "console_sign_in", self._sign_in, methods=["GET", "POST"])
-        app.add_url_rule(LINK_PATH + "<token>", "console_link", self._link, methods=["GET", "POST"])
-        app.add_url_rule("/signout", "console_sign_out", self._sign_out, methods=["POST"])
+        """No automatic OPTIONS: a console path answers it like any path without it (the 405 envelope)."""
+        routes = (
+            ("/", "console_home", self._home, ["GET"]),
+            (STATIC_PREFIX + "<name>", "console_static", self._static, ["GET", "OPTIONS"]),
+            (SIGN_IN_PATH, "console_sign_in", self._sign_in, ["GET", "POST"]),
+            (LINK_PATH + "<token>", "console_link", self._link, ["GET", "POST"]),
+            ("/signout", "console_sign_out", self._sign_out, ["POST"]),
+        )
+        for rule, name, view, methods in routes:
+            app.add_url_rule(rule, name, view, methods=methods, provide_automatic_options=False)
 
     async def _home(self) -> Response:
         async def build(visitor: SignIn) -> Response:
@@ -200,8 +205,8 @@ class Console:
 
     async def _static(self, name: str) -> Response:
         asset = self._assets.get(name)
-        if asset is None:
-            return Response(b"Not Found", status=404, content_type="text/plain; charset=utf-8")
+        if asset is None or request.method == "OPTIONS":
+            raise Refused(Refusal.NOT_FOUND)  # as any path that is not there
         headers = {"ETag": asset.etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
         if request.headers.get("if-none-match") == asset.etag:
             return Response(b"", status=304, headers=headers)
@@ -248,8 +253,9 @@ class Console:
         record = await self._control.take_console_link(link_digest(token), now) if len(token) <= 256 else None
         if record is None:
             return _error(404, "This sign-in link is not valid: it is unknown, has expired or was already used")
-        principal = Principal(account_id=record.account_id, org_id=record.org_id, org_admin=record.admin)
         assert self._bearer is not None
+        admin = record.admin or self._bearer.members_are_admins
+        principal = Principal(account_id=record.account_id, org_id=record.org_id, org_admin=admin)
         try:
             await self._bearer.confirm(principal, None)
         except Refused as refused:

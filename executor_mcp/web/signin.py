@@ -29,6 +29,7 @@ CSRF_HEADER = "x-csrf-token"
 SIGN_IN_SECONDS = 12 * 3600
 # How long a `console-link` may wait to be opened.
 LINK_SECONDS = 15 * 60
+MAX_LINK_SECONDS = 24 * 3600
 # A cookie holds two ids, a few flags and a nonce: anything longer is not one of ours.
 MAX_COOKIE_CHARS = 4096
 _CLOCK_SKEW = 60.0

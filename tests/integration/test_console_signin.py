@@ -134,3 +134,50 @@ async def test_without_auth_the_first_page_signs_the_browser_in(
     forged = await http.get(f"{base}/api/policies", headers={"cookie": cookie})
     assert forged.status_code == 403
     assert (await http.get(f"{base}/api/policies")).status_code == 200  # curl has no cookie: the local principal
+
+
+async def test_a_console_link_signs_in_once(executor: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    base, data_dir = executor.running.url, str(executor.running.data_dir)
+    made = await run_cli(
+        "console-link", "--user", "erin", "--org", "acme", "--data-dir", data_dir, "--public-url", base
+    )
+    assert made.returncode == 0, made.stderr
+    url = made.stdout.decode().strip()
+    assert url.startswith(f"{base}/signin/link/")
+    page = await http.get(url)
+    assert page.status_code == 200
+    assert "sign-in-link" in page.text
+    assert url.rsplit("/", 1)[1] not in page.text
+    assert (await http.post(url, json={}, headers={"origin": "http://evil.example"})).status_code == 403
+    used = await http.post(url, json={}, headers={"origin": base})
+    assert used.status_code == 200
+    cookie = used.headers["set-cookie"].split(";")[0]
+    http.cookies.clear()
+    home = await http.get(f"{base}/", headers={"cookie": cookie})
+    assert "<code>erin</code>" in home.text
+    again = await http.post(url, json={}, headers={"origin": base})
+    assert again.status_code == 404
+    assert "set-cookie" not in again.headers
+
+
+async def test_a_console_link_for_a_revoked_org_signs_nobody_in(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    base, data_dir = executor.running.url, str(executor.running.data_dir)
+    made = await run_cli(
+        "console-link", "--user", "erin", "--org", "gone", "--data-dir", data_dir, "--public-url", base
+    )
+    assert (await run_cli("orgs", "revoke", "gone", "--data-dir", data_dir)).returncode == 0
+    refused = await http.post(made.stdout.decode().strip(), json={}, headers={"origin": base})
+    assert refused.status_code == 403
+    assert "set-cookie" not in refused.headers
+
+
+async def test_console_link_refuses_bad_input(tmp_path: Path) -> None:
+    bad = await run_cli("console-link", "--user", "", "--org", "acme", "--data-dir", str(tmp_path))
+    assert bad.returncode == 2
+    assert b"--user is empty" in bad.stderr
+    forever = await run_cli(
+        "console-link", "--user", "a", "--org", "b", "--expires", "1e9", "--data-dir", str(tmp_path)
+    )
+    assert forever.returncode == 2

@@ -292,10 +292,12 @@ async def test_a_hostile_initialize_gets_a_small_answer(server: ServerUnderTest,
 # Item 25: HTTP edges.
 
 
-async def test_there_is_no_static_route(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
+async def test_an_unpackaged_static_file_is_not_found(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
     for method in ("OPTIONS", "GET"):
-        response = await http.request(method, server.running.url + "/static/x")
-        assert envelope(response) == (404, -32000, "Not Found")
+        for name in ("x", "..%2Fconsole.py", "%2E%2E%2F%2E%2E%2Fapp.py"):
+            response = await http.request(method, server.running.url + "/static/" + name)
+            assert envelope(response) == (404, -32000, "Not Found")
+    assert (await http.options(server.running.url + "/static/console.css")).status_code == 404
 
 
 async def test_q_zero_is_not_acceptable(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
