@@ -135,12 +135,20 @@ class Console:
     def change_refusal(self, headers: Mapping[str, str], visitor: SignIn | None) -> Refusal | None:
         """Why a page's change may not be made: not from this server's own origin, or (for a visitor) without
         the visitor's CSRF token. Browsers send `Origin` with every POST, so a change without one is refused."""
-        origin = headers.get("origin")
-        if origin is None or not self._browser.origin_allowed(origin):
+        if headers.get("origin") is None:
             return Refusal.FORBIDDEN_ORIGIN
-        if visitor is not None and not self.csrf_presented(visitor, headers):
-            return Refusal.CSRF_INVALID
-        return None
+        return self.visit_refusal(headers, visitor) if visitor is not None else self._origin_refusal(headers)
+
+    def visit_refusal(self, headers: Mapping[str, str], visitor: SignIn) -> Refusal | None:
+        """Why a visitor's script request may not be served: another origin named in `Origin` (a browser
+        names it on every change and on every cross-origin read), or no CSRF token of this visitor."""
+        if (refusal := self._origin_refusal(headers)) is not None:
+            return refusal
+        return None if self.csrf_presented(visitor, headers) else Refusal.CSRF_INVALID
+
+    def _origin_refusal(self, headers: Mapping[str, str]) -> Refusal | None:
+        origin = headers.get("origin")
+        return Refusal.FORBIDDEN_ORIGIN if origin is not None and not self._browser.origin_allowed(origin) else None
 
     # -- answering pages -----------------------------------------------------------------------------
 
@@ -296,8 +304,9 @@ class ConsoleCredentials:
         visitor = await self._console.visitor(headers)
         if visitor is None:
             return await self._bearer.authenticate(headers)  # a stale cookie counts as none
-        if not self._console.csrf_presented(visitor, headers):
-            raise Refused(Refusal.CSRF_INVALID)
+        refusal = self._console.visit_refusal(headers, visitor)
+        if refusal is not None:
+            raise Refused(refusal)
         return visitor.principal
 
 

@@ -61,6 +61,9 @@ async def test_the_api_takes_the_cookie_only_with_its_csrf_token(
     bob = await visitor(http, base, mint("bob", "acme"))
     crossed = await http.get(f"{base}/api/policies", headers={**alice.headers(), "x-csrf-token": bob.csrf})
     assert crossed.status_code == 403
+    elsewhere = await http.get(f"{base}/api/policies", headers={**alice.headers(), "origin": "http://evil.example"})
+    assert elsewhere.status_code == 403
+    assert elsewhere.json() == {"error": "Forbidden: Origin not allowed"}
     body = {"owner": "user", "pattern": "executor.*", "action": "block"}
     created = await http.post(f"{base}/api/policies", json=body, headers=alice.headers())
     assert created.status_code == 200
