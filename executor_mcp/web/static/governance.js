@@ -5,7 +5,6 @@
 (() => {
   const { api, el, say, errorText, onSubmit } = Console;
   const ACTION_WORDS = { approve: "approve", require_approval: "require approval", block: "block" };
-  const OWNER_WORDS = { org: "org", user: "yours" };
   // Org rules first, then the visitor's own: the order the page lists them in (moves stay within an owner).
   const OWNERS = ["org", "user"];
 
@@ -74,7 +73,7 @@
       return el(
         "tr",
         { dataset: { id: policy.id, owner: policy.owner } },
-        cell("Owner", OWNER_WORDS[policy.owner] || policy.owner),
+        cell("Owner", policy.owner),
         cell("Position", el("span", { className: "order" }, String(index + 1)), " ",
           el("small", { className: "position" }, policy.position)),
         cell("Pattern", el("code", { className: "pattern" }, policy.pattern)),
