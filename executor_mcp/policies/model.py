@@ -98,16 +98,66 @@ def evaluation_order(rules: list[Rule]) -> list[Rule]:
     return sorted(rules, key=lambda rule: (rule.owner.rank, rule.position, rule.id))
 
 
-def decide(rules: list[Rule], tool_id: str, requires_approval: bool = False) -> Decision:
+def first_matches(rules: list[Rule], tool_id: str) -> dict[RuleOwner, Rule]:
+    """Each owner's word on `tool_id`: its first matching rule in evaluation order."""
     firsts: dict[RuleOwner, Rule] = {}
     for rule in evaluation_order(rules):
         if rule.owner not in firsts and matches(rule.pattern, tool_id):
             firsts[rule.owner] = rule
+    return firsts
+
+
+def decide(rules: list[Rule], tool_id: str, requires_approval: bool = False) -> Decision:
+    firsts = first_matches(rules, tool_id)
     if not firsts:
         return Decision(Action.REQUIRE_APPROVAL if requires_approval else Action.APPROVE, None)
     # A matching rule always decides, so an explicit `approve` switches the annotation gate off.
     winner = max(firsts.values(), key=lambda rule: (rule.action.severity, -rule.owner.rank))
     return Decision(winner.action, winner)
+
+
+@attrs.frozen
+class Explanation:
+    """A decision with the words a person reads to see why: which rule won, or why none did."""
+
+    decision: Decision
+    reason: str
+
+
+_OWNER_WORDS = {RuleOwner.ORG: "org rule", RuleOwner.USER: "user rule"}
+
+
+def explain(rules: list[Rule], tool_id: str, requires_approval: bool | None) -> Explanation:
+    """What a call of `tool_id` would get, and why. `requires_approval` is the tool's own annotation, None when
+    no tool has that id (so no annotation applies). The decision is `decide`'s, so the words never disagree
+    with what a call gets."""
+    decision = decide(rules, tool_id, bool(requires_approval))
+    firsts = first_matches(rules, tool_id)
+    winner = decision.rule
+    if winner is None:
+        if requires_approval is None:
+            why = "it is approved (no tool you can reach has this path, so no approval annotation applies)"
+        elif requires_approval:
+            why = "the tool's own approval annotation decides: it requires approval"
+        else:
+            why = "it is approved (the tool does not ask for approval by default)"
+        return Explanation(decision, f"No rule matches {tool_id}, so {why}.")
+    words = [f'The first {_OWNER_WORDS[winner.owner]} that matches, "{winner.pattern}", says {winner.action.value}.']
+    rivals = [rule for owner, rule in firsts.items() if owner is not winner.owner]
+    for rival in rivals:
+        if rival.action is winner.action:
+            words.append(f'The first matching {_OWNER_WORDS[rival.owner]}, "{rival.pattern}", says the same.')
+        else:
+            words.append(
+                f'It outranks the first matching {_OWNER_WORDS[rival.owner]}, "{rival.pattern}", which says '
+                f"{rival.action.value}: across owners the most restrictive word wins."
+            )
+    if not rivals:
+        other = RuleOwner.USER if winner.owner is RuleOwner.ORG else RuleOwner.ORG
+        words.append(f"No {_OWNER_WORDS[other]} matches.")
+    if requires_approval and winner.action is Action.APPROVE:
+        words.append("A matching rule always decides, so this approve turns the tool's own approval annotation off.")
+    return Explanation(decision, " ".join(words))
 
 
 POSITION_WIDTH = 12
@@ -136,3 +186,47 @@ def position_for(existing: list[Rule], pattern: str) -> str | None:
 
 def _numeric(position: str) -> int:
     return int(position) if position.isdigit() else 0
+
+
+def _place(rule: Rule) -> tuple[str, str]:
+    """Where a rule stands among its owner's: by position, then id (what `evaluation_order` sorts by)."""
+    return rule.position, rule.id
+
+
+def moved(rules: list[Rule], rule_id: str, offset: int) -> dict[str, str]:
+    """New positions, by rule id, that move `rule_id` exactly `offset` places (negative: earlier) among
+    `rules`, one owner's rules; clamped at either end, where nothing moves (an empty answer).
+
+    Usually only the moved rule changes: to a number between its new neighbours. When there is no number
+    between them (no gap, equal positions, hand-written ones), every rule is renumbered in the new order, so
+    a move never lands anywhere but exactly where it was asked to."""
+    ordered = sorted(rules, key=_place)
+    index = next((i for i, rule in enumerate(ordered) if rule.id == rule_id), None)
+    if index is None:
+        raise ValueError(f"no rule {rule_id} among these")
+    target = min(max(index + offset, 0), len(ordered) - 1)
+    if target == index:
+        return {}
+    rule = ordered[index]
+    others = ordered[:index] + ordered[index + 1 :]
+    before = others[target - 1] if target > 0 else None
+    after = others[target] if target < len(others) else None
+    position = _between(rule, before, after)
+    if position is not None:
+        return {rule.id: position}
+    order = [*others[:target], rule, *others[target:]]
+    renumbered = ((each, format_position((i + 1) * POSITION_STEP)) for i, each in enumerate(order))
+    return {each.id: new for each, new in renumbered if new != each.position}
+
+
+def _between(rule: Rule, before: Rule | None, after: Rule | None) -> str | None:
+    """A generated position that puts `rule` strictly between `before` and `after`, or None if none does."""
+    low = _numeric(before.position) if before is not None else 0
+    high = _numeric(after.position) if after is not None else low + 2 * POSITION_STEP
+    if high - low < 2:
+        return None
+    position = format_position((low + high) // 2)
+    placed = (position, rule.id)
+    if (before is not None and _place(before) >= placed) or (after is not None and placed >= _place(after)):
+        return None
+    return position

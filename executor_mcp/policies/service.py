@@ -21,12 +21,15 @@ from executor_mcp.policies.model import (
     POSITION_STEP,
     Action,
     Decision,
+    Explanation,
     InvalidPattern,
     Rule,
     RuleOwner,
     decide,
     evaluation_order,
+    explain,
     format_position,
+    moved,
     position_for,
     validate_pattern,
 )
@@ -127,6 +130,45 @@ def parse_change(values: Mapping[str, Any]) -> tuple[RuleOwner, dict[str, Any]]:
     }
 
 
+_MOVES = {"up": -1, "down": 1}
+_TOOLS_PREFIX = "tools."
+
+
+def parse_move(values: Mapping[str, Any]) -> tuple[RuleOwner, int] | None:
+    """A move request's fields, checked: (owner, places), or None when the request is not a move. A move
+    changes nothing else, so it comes alone."""
+    if "move" not in values:
+        return None
+    if any(values.get(field) is not None for field in ("pattern", "action", "position")):
+        raise PolicyError("move cannot be combined with pattern, action or position")
+    move = values.get("move")
+    if move not in _MOVES:
+        raise PolicyError('move must be "up" or "down"')
+    return parse_owner(values.get("owner")), _MOVES[move]
+
+
+def parse_tool_path(value: Any) -> str:
+    """A tool path to evaluate, as policies see it: a sandbox path with or without `tools.` (policy ids
+    never carry it)."""
+    if not isinstance(value, str) or not value.strip():
+        raise PolicyError("path must name a tool, such as executor.coreTools.policies.list")
+    _check_text("path", value, MAX_PATTERN_LENGTH)
+    return value.strip().removeprefix(_TOOLS_PREFIX)
+
+
+def explanation_json(tool_id: str, explanation: Explanation) -> dict[str, Any]:
+    """What `GET /api/policies/evaluate` answers."""
+    rule = explanation.decision.rule
+    return {
+        "path": tool_id,
+        "action": explanation.decision.action.value,
+        "rule": None
+        if rule is None
+        else {"id": rule.id, "owner": rule.owner.value, "pattern": rule.pattern, "action": rule.action.value},
+        "reason": explanation.reason,
+    }
+
+
 def to_rule(record: PolicyRecord) -> Rule:
     return Rule(record.id, RuleOwner(record.owner), record.pattern, Action(record.action), record.position)
 
@@ -158,6 +200,12 @@ class Policies:
     async def decide(self, principal: Principal, tool_id: str, requires_approval: bool) -> Decision:
         rules = [to_rule(record) for record in await self._control.policies(_org(principal), principal.account_id)]
         return decide(rules, tool_id, requires_approval)
+
+    async def explain(self, principal: Principal, tool_id: str, requires_approval: bool | None) -> Explanation:
+        """What a call of `tool_id` would get now, and why (`requires_approval`: the tool's annotation, None
+        for no known tool)."""
+        rules = [to_rule(record) for record in await self._control.policies(_org(principal), principal.account_id)]
+        return explain(rules, tool_id, requires_approval)
 
     async def create(
         self, principal: Principal, owner: RuleOwner, pattern: str, action: Action, position: str | None = None
@@ -214,6 +262,25 @@ class Policies:
                 changes["position"] = position
             updated = attrs.evolve(record, **changes)
             return [updated], [], updated
+
+        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
+
+    async def move(self, principal: Principal, policy_id: str, owner: RuleOwner, offset: int) -> PolicyRecord:
+        """Move a rule `offset` places among its owner's rules, in the same transaction that reads them, so a
+        concurrent edit cannot make it land anywhere else."""
+        may_change(principal, owner)
+        now = self._clock()
+
+        def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], PolicyRecord]:
+            record = _find(records, policy_id, owner)
+            mine = [r for r in records if r.owner == owner.value]
+            positions = moved([to_rule(r) for r in mine], policy_id, offset)
+            changed = [
+                attrs.evolve(r, position=positions[r.id], updated_at=now if r.id == policy_id else r.updated_at)
+                for r in mine
+                if r.id in positions
+            ]
+            return changed, [], next((r for r in changed if r.id == policy_id), record)
 
         return await self._control.edit_policies(_org(principal), principal.account_id, edit)
 

@@ -168,6 +168,15 @@ class Lifecycle:
         return REFUSALS[self.state] or Refusal.INTERNAL
 
 
+def listed_state(handle: State | None, condemned: bool) -> State:
+    """The state a listing of stored sessions shows for one: the durable condemned marker first (an admin
+    command or an interrupted wipe may have set it with no handle here), then this process's handle, and with
+    no handle the session is stored with no runtime: DISPOSED."""
+    if condemned:
+        return State.CONDEMNED
+    return State.DISPOSED if handle is None else handle
+
+
 @attrs.frozen
 class IdlePolicy:
     """How long an unused runtime stays up (upstream §2.4): `session_timeout` of no activity; up to

@@ -22,7 +22,7 @@ import trio
 from executor_mcp.background import forever, once
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
-from executor_mcp.sessions.lifecycle import Event, IdlePolicy, idle_verdict
+from executor_mcp.sessions.lifecycle import Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import EXECUTE_MODE, Owner, SessionMeta, SessionRecord
@@ -63,6 +63,17 @@ class Opened:
     record: SessionRecord
     file: SessionFile
     meta: SessionMeta
+
+
+@attrs.frozen
+class Listed:
+    """One stored session as its owner sees it listed: its directory entry, its state in this process, its
+    latest activity, and its meta (None when it could not be read now: restoring, or winding down)."""
+
+    record: SessionRecord
+    state: State
+    last_activity: float
+    meta: SessionMeta | None
 
 
 class SessionManager:
@@ -182,6 +193,35 @@ class SessionManager:
         record = session.record
         if owned_by is None or (record is not None and record.owner == owned_by):
             await self.terminate(session)
+
+    async def owner_listing(self, owner: Owner) -> list[Listed]:
+        """`owner`'s stored sessions (an account within one org), most recently active first, at most the
+        per-account cap of them. The meta comes from a live runtime, or else from the session's file, read
+        one at a time (`_stored_meta`)."""
+        records = sorted(await self._control.owner_sessions(owner), key=self._activity, reverse=True)
+        listed = []
+        for record in records[: self._max_sessions]:
+            handle = self._sessions.get(record.session_id)
+            state = listed_state(handle.state if handle is not None else None, record.condemned)
+            if handle is not None:
+                meta = handle.runtime.meta if handle.runtime is not None else None
+            else:
+                meta = None if record.condemned else await self._stored_meta(record.session_id)
+            listed.append(Listed(record, state, self._activity(record), meta))
+        return listed
+
+    async def end_owned(self, session_id: str, owner: Owner) -> bool:
+        """End one of `owner`'s sessions through the condemnation path (a person's Terminate in the
+        console). False when `owner` has no session of that id, whoever else may: the caller says "not found"
+        either way, so another's session is never confirmed."""
+        self._refuse_if_draining()
+        if not is_session_id(session_id):
+            return False
+        record = await self._control.get_session(session_id)
+        if record is None or record.owner != owner:
+            return False
+        await self.evict(session_id, owned_by=owner)
+        return True
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new work, give work in flight `grace` seconds, then end every runtime as restarting."""
@@ -308,6 +348,30 @@ class SessionManager:
             if self._sessions.get(session.id) is session and not session.lifecycle.outlives_runtime:
                 del self._sessions[session.id]
             session.stopped.set()
+
+    async def _stored_meta(self, session_id: str) -> SessionMeta | None:
+        """A stored session's meta, read from its file without restoring it; None if it cannot be now.
+
+        The handle placed meanwhile is `peeking`, which a restore waits for like a disposal, and the read is
+        shielded so that a cancelled listing still closes the file: this process never has a session's file
+        open twice, which LMDB forbids."""
+        if self.draining or session_id in self._sessions:
+            return None
+        peek = self._sessions[session_id] = Session(session_id)
+        peek.peeking = True
+        try:
+            with trio.CancelScope(shield=True):
+                file = await SessionFile.open(self._path(session_id))
+                try:
+                    return await file.meta()
+                finally:
+                    await file.close()
+        except MissingSessionFile:
+            return None
+        finally:
+            if self._sessions.get(session_id) is peek and not peek.lifecycle.outlives_runtime:
+                del self._sessions[session_id]
+            peek.stopped.set()
 
     async def _wipe(self, session_id: str) -> None:
         await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))

@@ -48,6 +48,8 @@ class Session:
         self.persisted_activity = 0.0
         self.paused = 0  # executions of this session waiting for approval (a lease on the runtime)
         self.spawned = False
+        # Its file is open only for its meta to be read (a listing): a restore waits, as for a disposal.
+        self.peeking = False
         # Resumable (tools/call) streams whose answers have not been delivered yet, by stream id.
         self.streams: dict[str, Stream] = {}
         self._kept: set[str] = set()  # undelivered streams written (or being written) to the session file
@@ -64,8 +66,9 @@ class Session:
 
     @property
     def disposing(self) -> bool:
-        """Its runtime ran and is being wound down (the file closing): a restore must wait for that."""
-        return self.spawned and self.lifecycle.needs_restore
+        """Its runtime ran and is being wound down (the file closing), or its file is open for a listing to
+        read: a restore must wait for that, so one process never has a session's file open twice."""
+        return (self.spawned or self.peeking) and self.lifecycle.needs_restore
 
     def end(self, event: LifecycleEvent) -> None:
         """Tell the lifecycle why the runtime ends (idle, condemnation, shutdown) and cancel it."""

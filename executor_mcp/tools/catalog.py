@@ -190,6 +190,15 @@ class Catalog:
             await context.gate(Interaction(tool_id, message, args))
         return None
 
+    async def approval_annotation(self, tool_id: str, principal: Principal) -> bool | None:
+        """Whether the tool `tool_id` names for this caller asks for approval by default (the annotation a
+        call's policy decision starts from), or None when the caller reaches no such tool."""
+        tool = self.tool(tool_id)
+        if tool is not None:
+            return tool.requires_approval
+        entry = await self._connected_tool(tool_id, principal)
+        return entry.tool.requires_approval if entry is not None else None
+
     async def connected_slugs(self, principal: Principal) -> list[str]:
         """The integrations the caller has a connection to (what the execute description lists)."""
         if self._connected is None:

@@ -62,6 +62,7 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
 from executor_mcp.storage.records import EXECUTE_MODE, PASSTHROUGH_MODE
+from executor_mcp.tools.catalog import Catalog
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
 from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, declares_body
@@ -69,10 +70,12 @@ from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
 from executor_mcp.transport.policies_api import PoliciesApi
+from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
 from executor_mcp.web.connect import ConnectPage
 from executor_mcp.web.console import Console, ConsoleCredentials, is_console_path
+from executor_mcp.web.governance import GovernancePages
 
 log = logging.getLogger(__name__)
 
@@ -336,11 +339,12 @@ def create_app(
     integrations: Integrations | None = None,
     handoffs: HandoffBook | None = None,
     console: Console | None = None,
+    catalog: Catalog | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
     Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
     routes are absent; without `handoffs` too, the connect page; without `console`, the web console (and
-    `/api` accepts bearers only)."""
+    `/api` accepts bearers only). `catalog` lets a policy evaluation see each tool's approval annotation."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -352,6 +356,7 @@ def create_app(
     if console is not None:
         api_auth = ConsoleCredentials(console, authenticator)
         console.register(app)
+        GovernancePages(console).register(app)
 
     async def metadata() -> Response:
         if request.method == "OPTIONS":
@@ -360,11 +365,20 @@ def create_app(
 
     for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
-    api = PoliciesApi(policies, api_auth)
+    SessionsApi(manager, api_auth).register(app)
+    api = PoliciesApi(policies, api_auth, catalog)
     app.add_url_rule(
         API_PREFIX + "/policies",
         "policies",
         api.collection,
+        methods=POLICY_API_METHODS,
+        provide_automatic_options=False,
+    )
+    # A fixed path outranks `<policy_id>`: no policy id (`pol_...`) is `evaluate`.
+    app.add_url_rule(
+        API_PREFIX + "/policies/evaluate",
+        "policies_evaluate",
+        api.evaluate,
         methods=POLICY_API_METHODS,
         provide_automatic_options=False,
     )

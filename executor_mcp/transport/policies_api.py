@@ -3,7 +3,10 @@
     GET    /api/policies          the bearer's org rules and own user rules, in evaluation order
     POST   /api/policies          {owner, pattern, action, position?}            -> the policy
     PATCH  /api/policies/<id>     {owner, pattern?, action?, position?}          -> the policy
+    PATCH  /api/policies/<id>     {owner, move: "up" | "down"}                   -> the policy, one place moved
     DELETE /api/policies/<id>     {owner}                                         -> {"removed": true}
+    GET    /api/policies/evaluate?path=<tool path>   -> {path, action, rule: {id, owner, pattern, action} | null,
+                                                         reason}: what a call of that tool would get, and why
 
 Authenticated exactly like `/mcp`. Errors are `{"error": "<message>"}` with 400 (bad request), 401/403/
 503 (authentication, with the same challenge and `Retry-After` as `/mcp`), 403 (an org rule changed by a
@@ -24,11 +27,15 @@ from executor_mcp.policies.service import (
     PolicyForbidden,
     PolicyNotFound,
     describe,
+    explanation_json,
     parse_change,
+    parse_move,
     parse_new,
     parse_owner,
+    parse_tool_path,
 )
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
+from executor_mcp.tools.catalog import Catalog
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.bodies import BodyRefused, read_json_object
 
@@ -37,9 +44,12 @@ MAX_POLICY_BODY_BYTES = 64 * 1024
 
 
 class PoliciesApi:
-    def __init__(self, policies: Policies, authenticator: Authenticator) -> None:
+    """`catalog`, when given, tells `evaluate` each tool's approval annotation, as a real call would see it."""
+
+    def __init__(self, policies: Policies, authenticator: Authenticator, catalog: Catalog | None = None) -> None:
         self._policies = policies
         self._auth = authenticator
+        self._catalog = catalog
 
     async def collection(self) -> Response:
         if request.method == "OPTIONS":
@@ -75,11 +85,31 @@ class PoliciesApi:
             if request.method == "DELETE":
                 await self._policies.remove(principal, policy_id, parse_owner(body.get("owner")))
                 return _ok({"removed": True})
-            owner, change = parse_change(body)
-            record = await self._policies.update(principal, policy_id, owner, **change)
+            move = parse_move(body)
+            if move is not None:
+                record = await self._policies.move(principal, policy_id, *move)
+            else:
+                owner, change = parse_change(body)
+                record = await self._policies.update(principal, policy_id, owner, **change)
         except PolicyError as exc:
             return _policy_error(exc)
         return _ok(describe(record))
+
+    async def evaluate(self) -> Response:
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers=rules.PREFLIGHT)
+        if request.method not in ("GET", "HEAD"):
+            return _error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
+        principal = await self._principal()
+        if isinstance(principal, Response):
+            return principal
+        try:
+            tool_id = parse_tool_path(request.args.get("path"))
+            annotation = None if self._catalog is None else await self._catalog.approval_annotation(tool_id, principal)
+            explanation = await self._policies.explain(principal, tool_id, annotation)
+        except PolicyError as exc:
+            return _policy_error(exc)
+        return _ok(explanation_json(tool_id, explanation))
 
     async def _principal(self) -> Principal | Response:
         try:

@@ -1,0 +1,49 @@
+"""The console's governance pages: the visitor's tool policies and MCP sessions.
+
+    GET  /policies   the org's rules and the visitor's own, add, move, remove, and "what would this path get?"
+    GET  /sessions   the visitor's MCP sessions (its account in its org), and Terminate
+
+The pages are shells: their script (`static/governance.js`) reads and changes everything through the JSON API
+(`/api/policies`, `/api/policies/evaluate`, `/api/sessions`) with the visitor's CSRF token, so the page and an
+agent's bearer meet the same checks. The server tells the page only whether the visitor may change org rules,
+to offer or withhold the buttons; the API refuses a non-admin's org change whatever the page shows.
+"""
+
+from quart import Quart, Response
+
+from executor_mcp.web.console import Console
+from executor_mcp.web.signin import SignIn
+
+_SCRIPTS = ("governance.js",)
+_STYLES = ("governance.css",)
+
+
+class GovernancePages:
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def register(self, app: Quart) -> None:
+        app.add_url_rule("/policies", "console_policies", self._policies, methods=["GET"])
+        app.add_url_rule("/sessions", "console_sessions", self._sessions, methods=["GET"])
+
+    async def _policies(self) -> Response:
+        async def build(visitor: SignIn) -> Response:
+            return self._console.view(
+                visitor,
+                "policies.html",
+                title="Policies",
+                page="policies",
+                scripts=_SCRIPTS,
+                styles=_STYLES,
+                org_admin=visitor.org_admin,
+            )
+
+        return await self._console.page(build)
+
+    async def _sessions(self) -> Response:
+        async def build(visitor: SignIn) -> Response:
+            return self._console.view(
+                visitor, "sessions.html", title="Sessions", page="sessions", scripts=_SCRIPTS, styles=_STYLES
+            )
+
+        return await self._console.page(build)
