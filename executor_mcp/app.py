@@ -194,9 +194,10 @@ async def _serve(
     )
     policies = Policies(control)
     public = PublicUrl(settings.public_url or "")
+    catalog = build_catalog(integrations, Handoffs(handoffs, lambda: public.value))
     catalog_tools = executor_tools(
         Engine(pool, limits),
-        build_catalog(integrations, Handoffs(handoffs, lambda: public.value)),
+        catalog,
         policies,
         Book(approval_window=settings.approval_window),
         Admission(executions_per_account(settings, pool)),
@@ -235,6 +236,7 @@ async def _serve(
         integrations=integrations,
         handoffs=handoffs,
         console=console,
+        catalog=catalog,
     )
     stop = trio.Event()
 
