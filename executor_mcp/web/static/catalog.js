@@ -36,7 +36,10 @@
     if (summary.version) fact("Version", summary.version);
     fact("Operations", String(summary.operationCount));
     const auth = [
-      ...(summary.headerPresets || []).map((preset) => preset.label),
+      ...(summary.headerPresets || []).map((preset) => {
+        const headers = Object.keys(preset.headers || {});
+        return headers.length ? `${preset.label} (header ${headers.join(", ")})` : preset.label;
+      }),
       ...(summary.oauth2Presets || []).map((preset) => `OAuth2 (${preset.flow || "flow"})`),
     ];
     fact("Auth templates", auth.length ? auth.join(", ") : "none");
@@ -44,7 +47,10 @@
     const list = el("ul", { className: "names", id: "preview-tools" });
     for (const name of names) list.append(el("li", {}, el("code", {}, name)));
     const more = summary.operationCount > names.length ? `and ${summary.operationCount - names.length} more` : null;
-    box.replaceChildren(el("h3", {}, "Preview"), facts, names.length ? list : null, more && el("p", { className: "hint" }, more));
+    const parts = [el("h3", {}, "Preview"), facts];
+    if (names.length) parts.push(list);
+    if (more) parts.push(el("p", { className: "hint" }, more));
+    box.replaceChildren(...parts);
     box.hidden = false;
   }
 
