@@ -155,3 +155,27 @@ async def test_a_connect_link_comes_from_the_api_with_the_csrf_token_only(
     assert org_link.status_code == 403
     unknown = await call(http, alice, "POST", "/api/connections/handoffs", {"integration": "orders", "extra": 1})
     assert unknown.status_code == 400
+
+
+async def test_a_large_integration_is_paged_and_its_preview_names_a_few_tools(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    base = executor.running.url
+    alice = await visitor(http, base, mint("alice", "acme", role="admin"))
+    paths = {f"/things/{index}": {"get": {"operationId": f"thing{index:03}", "responses": {}}} for index in range(120)}
+    spec = {
+        "kind": "blob",
+        "value": json.dumps({"openapi": "3.0.0", "info": {"title": "Big", "version": "1"}, "paths": paths}),
+    }
+    preview = await call(http, alice, "POST", "/api/openapi/preview?toolNames=5", {"spec": spec})
+    assert preview.json()["toolNames"] == [f"things.thing{index:03}" for index in range(5)]
+    assert "toolNames" not in (await call(http, alice, "POST", "/api/openapi/preview", {"spec": spec})).json()
+    assert (await call(http, alice, "POST", "/api/openapi/specs", {"spec": spec, "slug": "big"})).status_code == 200
+    first = (await http.get(base + "/integrations/big", headers=alice.headers())).text
+    assert first.count('<li class="tool">') == 50
+    assert 'href="/integrations/big?page=2"' in first
+    assert "Page 1 of 3" in first
+    last = (await http.get(base + "/integrations/big?page=3", headers=alice.headers())).text
+    assert last.count('<li class="tool">') == 20
+    assert 'id="next"' not in last
+    assert "101&ndash;120 of 120" in last
