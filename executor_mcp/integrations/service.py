@@ -92,6 +92,8 @@ MAX_URL_LENGTH = 2048
 MAX_SECRET_VALUE_LENGTH = 16 * 1024
 # `integrations.detect` is a quick look: a URL that takes longer to answer is taken for nothing there.
 DETECT_TIMEOUT = 20.0
+# `toolNames` a preview answers at most, when asked for some.
+MAX_PREVIEW_TOOL_NAMES = 20
 # Compiled catalogs and per-caller views kept decoded in memory; the rest are re-read from LMDB.
 COMPILED_CACHE = 16
 VIEW_CACHE = 64
@@ -414,6 +416,11 @@ class Integrations:
         catalog = await self._catalog(integration)
         return len(catalog.tools) if catalog is not None else 0
 
+    async def own_catalog(self, integration: IntegrationRecord) -> CompiledCatalog | None:
+        """The tools of the integration's own source, whoever connects to it (none of a kind whose tools
+        each connection discovers, until a snapshot gives some)."""
+        return await self._catalog(integration)
+
     # -- discovered catalogs -------------------------------------------------------------------------
 
     async def discover(self, integration: IntegrationRecord, connection: ConnectionRecord) -> ConnectionRecord:
@@ -532,12 +539,18 @@ class Integrations:
 
     # -- OpenAPI integrations ------------------------------------------------------------------------
 
-    async def preview_openapi(self, principal: Principal, body: Any) -> JsonObject:
+    async def preview_openapi(self, principal: Principal, body: Any, *, tool_names: int = 0) -> JsonObject:
+        """Upstream's summary of a spec; with `tool_names`, also `toolNames`: that many of its tools' names
+        (at most `MAX_PREVIEW_TOOL_NAMES`), so a person sees what adding it gives before it is added."""
         _org(principal)  # compiling is shared work: only members of an organization ask for it
         values = _object(body)
         _known(values, {"spec", "specFormat"})
         source, _ = await self._source(values.get("spec"))
-        return preview(await self._compile(principal, source))
+        spec = await self._compile(principal, source)
+        summary = preview(spec)
+        if tool_names > 0:
+            summary["toolNames"] = [tool.name for tool in spec.catalog.tools[: min(tool_names, MAX_PREVIEW_TOOL_NAMES)]]
+        return summary
 
     def check_may_add(self, principal: Principal, values: JsonObject) -> None:
         """Before an approval is asked for an add: the caller administers the org and named a spec."""
@@ -1165,6 +1178,16 @@ def _admin(principal: Principal) -> None:
     _org(principal)
     if not principal.org_admin:
         raise NotAdmin("Only an organization admin can add, change or remove org integrations and connections")
+
+
+def admin_refusal(principal: Principal) -> IntegrationError | None:
+    """What a change of the org's integrations or connections would raise for `principal`, or None: so a
+    page can disable what the API would refuse, by the same rule."""
+    try:
+        _admin(principal)
+    except IntegrationError as refused:
+        return refused
+    return None
 
 
 def _digest(source: bytes) -> str:

@@ -22,6 +22,7 @@ from executor_mcp.integrations.mcp_servers import McpServers, server_json
 from executor_mcp.integrations.model import MCP
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json, tool_row
+from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools.catalog import StaticTool
 from executor_mcp.tools.context import CallContext
 
@@ -94,6 +95,21 @@ def _key(args: Any) -> tuple[str, str, str]:
     return owner, integration, name
 
 
+async def create_handoff(
+    integrations: Integrations, handoffs: Handoffs, principal: Principal, values: JsonObject
+) -> JsonObject:
+    """`connections.createHandoff` (and the console's `POST /api/connections/handoffs`): a one-time connect
+    link for `{integration, owner?, template?, label?}`, checked against who asks, as `{url, instructions}`."""
+    slug = values.get("integration")
+    if not isinstance(slug, str) or not slug:
+        raise InvalidConnectionInput("integration must be a non-empty string")
+    record = await integrations.integration(principal, slug)
+    terms = handoff_terms(principal, values, record)
+    token = handoffs.book.issue(principal, terms.owner, terms.integration, terms.template, terms.label)
+    log.info("handoff %s issued for %s (%s, %s)", handoff_id(token), terms.integration, terms.owner, terms.template)
+    return {"url": connect_url(handoffs.base_url(), token, terms), "instructions": INSTRUCTIONS}
+
+
 def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[StaticTool, ...]:
     async def preview_spec(args: Any, context: CallContext) -> JsonObject:
         return await integrations.preview_openapi(context.principal, args)
@@ -128,16 +144,8 @@ def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[Sta
     def check_key(args: Any, context: CallContext) -> None:
         _key(args)
 
-    async def create_handoff(args: Any, context: CallContext) -> JsonObject:
-        values = _values(args)
-        slug = values.get("integration")
-        if not isinstance(slug, str) or not slug:
-            raise InvalidConnectionInput("integration must be a non-empty string")
-        record = await integrations.integration(context.principal, slug)
-        terms = handoff_terms(context.principal, values, record)
-        token = handoffs.book.issue(context.principal, terms.owner, terms.integration, terms.template, terms.label)
-        log.info("handoff %s issued for %s (%s, %s)", handoff_id(token), terms.integration, terms.owner, terms.template)
-        return {"url": connect_url(handoffs.base_url(), token, terms), "instructions": INSTRUCTIONS}
+    async def handoff(args: Any, context: CallContext) -> JsonObject:
+        return await create_handoff(integrations, handoffs, context.principal, _values(args))
 
     async def detect(args: Any, context: CallContext) -> JsonObject:
         return {"results": await integrations.detect(context.principal, _values(args).get("url"))}
@@ -253,7 +261,7 @@ def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[Sta
                 "properties": {"url": {"type": "string"}, "instructions": {"type": "string"}},
                 "required": ["url", "instructions"],
             },
-            handler=create_handoff,
+            handler=handoff,
         ),
         StaticTool(
             id="executor.coreTools.integrations.detect",

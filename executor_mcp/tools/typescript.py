@@ -60,6 +60,18 @@ def describe_types(input_schema: JsonObject | None, output_schema: Any, defs: Js
     return described
 
 
+def signature(input_schema: JsonObject | None, output_schema: Any, defs: JsonObject | None = None) -> JsonObject:
+    """A tool's types as `/api/tools/schema` and the console show them: `describe_types`, but with the output
+    unwrapped (the data, not the `{ok, data}` union a sandbox call answers)."""
+    described = describe_types(input_schema, output_schema, defs)
+    answer: JsonObject = {}
+    if "inputTypeScript" in described:
+        answer["inputTypeScript"] = described["inputTypeScript"]
+    answer["outputTypeScript"] = render(output_schema, defs)[0] if output_schema is not None else "unknown"
+    answer["typeScriptDefinitions"] = described["typeScriptDefinitions"]
+    return answer
+
+
 def safe_name(name: str) -> str:
     """A definition name as a PascalCased TypeScript identifier (`foo-bar` → `FooBar`, `simple_user` →
     `SimpleUser`), as json-schema-to-typescript names its declarations."""

@@ -25,7 +25,7 @@ from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
-from executor_mcp.integrations.handoff import HandoffBook
+from executor_mcp.integrations.handoff import HandoffBook, Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
@@ -73,6 +73,7 @@ from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
+from executor_mcp.web.catalog import CatalogPages
 from executor_mcp.web.connect import ConnectPage
 from executor_mcp.web.console import Console, ConsoleCredentials, is_console_path
 from executor_mcp.web.governance import GovernancePages
@@ -344,7 +345,9 @@ def create_app(
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
     Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
     routes are absent; without `handoffs` too, the connect page; without `console`, the web console (and
-    `/api` accepts bearers only). `catalog` lets a policy evaluation see each tool's approval annotation."""
+    `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's approval
+    annotation, and the console's integrations and connections pages list its built-in tools; without it those
+    pages are absent."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -390,9 +393,12 @@ def create_app(
         provide_automatic_options=False,
     )
     if integrations is not None:
-        IntegrationsApi(integrations, api_auth, policies).register(app)
+        links = Handoffs(handoffs, lambda: public.value) if handoffs is not None else None
+        IntegrationsApi(integrations, api_auth, policies, links).register(app)
         if handoffs is not None:
             ConnectPage(integrations, handoffs, guard).register(app)
+        if console is not None and catalog is not None:
+            CatalogPages(console, integrations, catalog, handoffs=links is not None).register(app)
 
     async def refuse_browsers() -> Response | None:
         """Before any route (and before routing: unknown paths too), the `--auth none` browser checks."""

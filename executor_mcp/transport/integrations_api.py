@@ -6,12 +6,14 @@ integrations, connections and tools over plain JSON HTTP (upstream-integrations 
     GET|PATCH|DELETE /api/integrations/<slug>                  PATCH {name?, description?}; DELETE -> {removed}
     GET    /api/connections?integration&owner                  the connections the bearer sees
     POST   /api/connections                                    {owner, name, integration, template, ...}
+    POST   /api/connections/handoffs                           {integration, owner?, template?, label?}
+                                                               -> {url, instructions} (a one-time connect link)
     GET|PATCH|DELETE /api/connections/<owner>/<integration>/<name>
     POST   /api/connections/<owner>/<integration>/<name>/refresh   -> the connection's tool rows
     GET    /api/tools?integration&owner&connection&query&includeAnnotations&includeBlocked
     GET    /api/tools/schema?address=tools.<i>.<o>.<c>.<tool>
     GET    /api/providers, /api/providers/<key>/items         provider keys; item ids and names, never values
-    POST   /api/openapi/preview                                {spec} -> the summary
+    POST   /api/openapi/preview?toolNames=<n>                  {spec} -> the summary (and n tool names)
     POST   /api/openapi/specs                                  {spec, slug?, ...} -> {slug, toolCount}
     GET|DELETE /api/openapi/integrations/<slug>                the summary or null; DELETE -> 204
     GET|POST /api/openapi/integrations/<slug>/config           {authenticationTemplate?, mode?, baseUrl?}
@@ -46,6 +48,7 @@ from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
+from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.mcp_servers import McpServers, server_json
 from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, ToolEntry, View
@@ -53,7 +56,8 @@ from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, displ
 from executor_mcp.policies.model import Action, decide
 from executor_mcp.policies.service import Policies, to_rule
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
-from executor_mcp.tools.typescript import describe_types, render
+from executor_mcp.tools.connected import create_handoff
+from executor_mcp.tools.typescript import signature
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.bodies import BodyRefused, read_json_object
 
@@ -112,10 +116,17 @@ class _Route:
 
 
 class IntegrationsApi:
-    def __init__(self, integrations: Integrations, authenticator: Authenticator, policies: Policies) -> None:
+    def __init__(
+        self,
+        integrations: Integrations,
+        authenticator: Authenticator,
+        policies: Policies,
+        handoffs: Handoffs | None = None,
+    ) -> None:
         self._integrations = integrations
         self._auth = authenticator
         self._policies = policies
+        self._handoffs = handoffs  # None: no connect page is served, so no link is issued
 
     def register(self, app: Quart) -> None:
         """Every method reaches each route, which answers the ones it lacks with its own 405 and `Allow`."""
@@ -151,6 +162,7 @@ class IntegrationsApi:
                 {"GET": self._get_integration, "PATCH": self._patch_integration, "DELETE": self._remove_integration},
             ),
             _Route("/connections", "connections", {"GET": self._list_connections, "POST": self._create_connection}),
+            *self._handoff_routes(),
             _Route(
                 connection,
                 "connection",
@@ -260,6 +272,17 @@ class IntegrationsApi:
             tool_row(entry) for entry in await self._integrations.connection_tools(principal, owner, integration, name)
         ]
 
+    # -- connect links -------------------------------------------------------------------------------
+
+    def _handoff_routes(self) -> tuple[_Route, ...]:
+        if self._handoffs is None:
+            return ()
+        return (_Route("/connections/handoffs", "connection_handoffs", {"POST": self._create_handoff}),)
+
+    async def _create_handoff(self, principal: Principal, body: JsonObject) -> JsonObject:
+        assert self._handoffs is not None
+        return await create_handoff(self._integrations, self._handoffs, principal, body)
+
     # -- tools ---------------------------------------------------------------------------------------
 
     async def _list_tools(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
@@ -314,7 +337,9 @@ class IntegrationsApi:
     # -- OpenAPI -------------------------------------------------------------------------------------
 
     async def _preview(self, principal: Principal, body: JsonObject) -> JsonObject:
-        return await self._integrations.preview_openapi(principal, body)
+        raw = request.args.get("toolNames") or ""
+        names = int(raw) if raw.isdigit() and len(raw) <= 3 else 0
+        return await self._integrations.preview_openapi(principal, body, tool_names=names)
 
     async def _add_spec(self, principal: Principal, body: JsonObject) -> JsonObject:
         record, count = await self._integrations.add_openapi(principal, body)
@@ -432,15 +457,23 @@ def select_tools(
 ) -> list[ToolEntry]:
     """`/api/tools`' filters: exact integration, owner and connection; `query` a case-insensitive substring
     of the tool's name or description."""
-    needle = query.casefold() if query else None
     return [
         entry
         for entry in entries
         if (integration is None or entry.integration.slug == integration)
         and (owner is None or entry.connection.owner == owner)
         and (connection is None or entry.connection.name == connection)
-        and (needle is None or needle in entry.tool.name.casefold() or needle in entry.tool.description.casefold())
+        and tool_matches(entry.tool.name, entry.tool.description, query)
     ]
+
+
+def tool_matches(name: str, description: str, query: str | None) -> bool:
+    """`/api/tools`' `query` (and the console's tool filter): a case-insensitive substring of the tool's name
+    or description; no query matches every tool."""
+    if not query:
+        return True
+    needle = query.casefold()
+    return needle in name.casefold() or needle in description.casefold()
 
 
 def tool_schema(entry: ToolEntry, view: View) -> JsonObject:
@@ -458,11 +491,7 @@ def tool_schema(entry: ToolEntry, view: View) -> JsonObject:
     definitions = referenced_definitions([tool.input_schema, tool.output_schema], defs)
     if definitions:
         answer["schemaDefinitions"] = definitions
-    described = describe_types(tool.input_schema, tool.output_schema, defs)
-    if "inputTypeScript" in described:
-        answer["inputTypeScript"] = described["inputTypeScript"]
-    answer["outputTypeScript"] = render(tool.output_schema, defs)[0] if tool.output_schema is not None else "unknown"
-    answer["typeScriptDefinitions"] = described["typeScriptDefinitions"]
+    answer.update(signature(tool.input_schema, tool.output_schema, defs))
     return answer
 
 

@@ -121,7 +121,7 @@ def _frame(title: str, body: str, nonce: str, script: str = "") -> str:
     )
 
 
-def _where(method: AuthMethod, variable: str) -> str:
+def input_places(method: AuthMethod, variable: str) -> str:
     """Where an input goes, for the person pasting it: `header x-api-key`, `query api_key`."""
     places = [f"{placement.carrier} {placement.name}" for placement in method.placements if placement.input == variable]
     return ", ".join(places)
@@ -137,7 +137,7 @@ def connect_page(view: ConnectView, nonce: str) -> str:
         else f"your own connection (account <code>{e(view.account)}</code>) in the organization"
     )
     fields = "".join(
-        f'<label for="input-{index}">{e(variable)}<small>{e(_where(method, variable))}</small></label>'
+        f'<label for="input-{index}">{e(variable)}<small>{e(input_places(method, variable))}</small></label>'
         f'<input id="input-{index}" type="password" data-input="{e(variable)}" required autocomplete="off" '
         'spellcheck="false" autocapitalize="off">'
         for index, variable in enumerate(method.inputs)

@@ -1,0 +1,344 @@
+"""The console's integrations and connections pages.
+
+    GET /integrations           the visitor's integrations (the built-in `executor` first) and the add-a-spec form
+    GET /integrations/<slug>    one integration: details, auth templates, the visitor's connections to it, and
+                                its tools with their TypeScript (`?query=` filters, `?page=` pages)
+    GET /connections            the visitor's connections, the new-connection form and the connect-link form
+
+Pages only read, through the service calls the JSON API makes, always with `visitor.principal`, so a page shows
+exactly what that API would answer the visitor. Every change is the page script's JSON call to `/api/...`
+(`static/catalog.js`). A connection's values never reach a page: only where they live.
+"""
+
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+import trio
+from quart import Quart, Response, request
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.errors import IntegrationError
+from executor_mcp.integrations.model import BUILT_IN_SLUG, NO_AUTH, AuthMethod, ConnectionRecord, IntegrationRecord
+from executor_mcp.integrations.openapi.auth import describe_methods
+from executor_mcp.integrations.service import MAX_NAME_LENGTH, Integrations, admin_refusal
+from executor_mcp.integrations.wire import BUILT_IN_JSON, integration_json
+from executor_mcp.tools.catalog import Catalog
+from executor_mcp.tools.typescript import TOOL_DEFINITIONS, signature
+from executor_mcp.transport.integrations_api import MAX_SPEC_BODY_BYTES, tool_matches
+from executor_mcp.web.console import Console
+from executor_mcp.web.pages import input_places
+from executor_mcp.web.signin import SignIn
+
+# A large spec has thousands of tools: a page renders this many, with links to the others.
+TOOLS_PER_PAGE = 50
+# What one tool shows at most: a hostile spec's types could be megabytes of text.
+MAX_SHOWN_TYPESCRIPT = 4000
+MAX_SHOWN_DEFINITIONS = 20
+MAX_QUERY_LENGTH = 200
+# How many tool names the add form's preview shows.
+PREVIEW_TOOL_NAMES = 8
+_ELLIPSIS = "\u2026"
+
+
+class Described(Protocol):
+    """A tool as both a compiled `ToolDef` and the built-in `StaticTool` carry it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def input_schema(self) -> JsonObject | None: ...
+    @property
+    def output_schema(self) -> Any: ...
+    @property
+    def requires_approval(self) -> bool: ...
+
+
+@attrs.frozen
+class ToolView:
+    """One tool as the integration page shows it: `name(input): output`, and the named types those reach."""
+
+    name: str
+    description: str
+    input: str | None
+    output: str
+    definitions: tuple[tuple[str, str], ...]
+    address: str | None  # where the visitor calls it, for tools that exist only at a connection
+    requires_approval: bool
+
+
+def shown(text: str) -> str:
+    return text if len(text) <= MAX_SHOWN_TYPESCRIPT else text[:MAX_SHOWN_TYPESCRIPT] + _ELLIPSIS
+
+
+def tool_view(tool: Described, defs: JsonObject, address: str | None = None) -> ToolView:
+    """The TypeScript `/api/tools/schema` answers (`signature`), bounded for a page; the fixed `ToolError`,
+    `ToolHttpMeta` and `ToolFile` are left out, as an unwrapped output never names them."""
+    typed = signature(tool.input_schema, tool.output_schema, defs)
+    definitions = [
+        (name, shown(body)) for name, body in typed["typeScriptDefinitions"].items() if name not in TOOL_DEFINITIONS
+    ]
+    return ToolView(
+        name=tool.name,
+        description=tool.description,
+        input=shown(typed["inputTypeScript"]) if "inputTypeScript" in typed else None,
+        output=shown(typed["outputTypeScript"]),
+        definitions=tuple(definitions[:MAX_SHOWN_DEFINITIONS]),
+        address=address,
+        requires_approval=tool.requires_approval,
+    )
+
+
+@attrs.frozen
+class Window:
+    """One page of a long list: its items, which page it is (from 1) of how many, and of how many items."""
+
+    items: tuple[Any, ...]
+    page: int
+    pages: int
+    total: int
+    first: int  # the 1-based position of the first item shown (0 when none is)
+
+
+def window(items: Sequence[Any], page: int, size: int) -> Window:
+    """Page `page` of `items`, `size` at a time; a page past the end is the last one."""
+    pages = max(1, -(-len(items) // size))
+    page = min(max(1, page), pages)
+    start = (page - 1) * size
+    shown_items = tuple(items[start : start + size])
+    return Window(shown_items, page, pages, len(items), start + 1 if shown_items else 0)
+
+
+def page_number(raw: str | None) -> int:
+    return int(raw) if raw is not None and raw.isdigit() and len(raw) <= 6 else 1
+
+
+def page_link(path: str, query: str, page: int) -> str:
+    values = {"query": query} if query else {}
+    if page > 1:
+        values["page"] = str(page)
+    return path + ("?" + urllib.parse.urlencode(values) if values else "")
+
+
+@attrs.frozen
+class TemplateChoice:
+    """An auth template a connection can be made with from a page: its inputs are pasted, or it takes none."""
+
+    slug: str
+    label: str
+    inputs: tuple[tuple[str, str], ...]  # (input, where it goes)
+
+    def json(self) -> JsonObject:
+        return {"slug": self.slug, "label": self.label, "inputs": [list(field) for field in self.inputs]}
+
+
+def template_choices(record: IntegrationRecord) -> tuple[TemplateChoice, ...]:
+    """The templates a page can make a connection with: API-key methods (their inputs pasted) and no-auth
+    ones. OAuth methods take no pasted value; an integration with no method at all connects with `none`."""
+    if not record.auth_methods:
+        return (TemplateChoice(NO_AUTH, "No authentication", ()),)
+    choices = []
+    for method, described in zip(record.auth_methods, describe_methods(record.auth_methods), strict=True):
+        if method.kind == NO_AUTH or (method.kind == "apikey" and method.inputs):
+            fields = tuple((variable, input_places(method, variable)) for variable in method.inputs)
+            choices.append(TemplateChoice(method.slug, described["label"], fields))
+    return tuple(choices)
+
+
+def placement_lines(method: AuthMethod) -> tuple[str, ...]:
+    """Where a template puts what, for a person: `header x-api-key: <token>`; a fixed value is not shown."""
+    lines = []
+    for placement in method.placements:
+        what = f"<{placement.input}>" if placement.input is not None else "a fixed value"
+        lines.append(f"{placement.carrier} {placement.name}: {placement.prefix}{what}")
+    return tuple(lines)
+
+
+@attrs.frozen
+class TemplateView:
+    slug: str
+    label: str
+    kind: str
+    placements: tuple[str, ...]
+
+
+def template_views(record: IntegrationRecord) -> tuple[TemplateView, ...]:
+    return tuple(
+        TemplateView(method.slug, described["label"], described["kind"], placement_lines(method))
+        for method, described in zip(record.auth_methods, describe_methods(record.auth_methods), strict=True)
+    )
+
+
+@attrs.frozen
+class ConnectionRow:
+    owner: str
+    integration: str
+    name: str
+    address: str
+    template: str
+    created: str
+    label: str | None
+
+
+def when(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
+
+
+def connection_row(record: ConnectionRecord) -> ConnectionRow:
+    return ConnectionRow(
+        owner=record.owner,
+        integration=record.integration,
+        name=record.name,
+        address=record.address,
+        template=record.template,
+        created=when(record.created_at),
+        label=record.identity_label,
+    )
+
+
+@attrs.frozen
+class IntegrationRow:
+    slug: str
+    name: str
+    kind: str
+    tools: int
+    connections: int
+
+
+class CatalogPages:
+    def __init__(self, console: Console, integrations: Integrations, catalog: Catalog, *, handoffs: bool) -> None:
+        self._console = console
+        self._integrations = integrations
+        self._catalog = catalog
+        self._handoffs = handoffs  # whether connect links are served (the API's handoff route exists)
+
+    def register(self, app: Quart) -> None:
+        app.add_url_rule("/integrations", "console_integrations", self._list, methods=["GET"])
+        app.add_url_rule("/integrations/<slug>", "console_integration", self._one, methods=["GET"])
+        app.add_url_rule("/connections", "console_connections", self._connections, methods=["GET"])
+
+    async def _list(self) -> Response:
+        async def build(visitor: SignIn) -> Response:
+            principal = visitor.principal
+            summaries = await self._catalog.summaries(principal)
+            counts = Counter(record.integration for record in await self._integrations.connections(principal))
+            rows = [
+                IntegrationRow(item["id"], item["name"], item["kind"], item["toolCount"], counts[item["id"]])
+                for item in summaries
+            ]
+            refusal = admin_refusal(principal)
+            return self._console.view(
+                visitor,
+                "integrations.html",
+                title="Integrations",
+                page="integrations",
+                scripts=("catalog.js",),
+                styles=("catalog.css",),
+                rows=rows,
+                add_refusal=refusal.message if refusal is not None else None,
+                max_spec_bytes=MAX_SPEC_BODY_BYTES,
+                max_spec_mib=MAX_SPEC_BODY_BYTES // (1024 * 1024),
+                preview_names=PREVIEW_TOOL_NAMES,
+            )
+
+        return await self._console.page(build)
+
+    async def _one(self, slug: str) -> Response:
+        async def build(visitor: SignIn) -> Response:
+            try:
+                return await self._integration(visitor, slug)
+            except IntegrationError as error:
+                return self._console.message(visitor, error.status, "Integration not shown", error.message)
+
+        return await self._console.page(build)
+
+    async def _integration(self, visitor: SignIn, slug: str) -> Response:
+        principal = visitor.principal
+        query = (request.args.get("query") or "")[:MAX_QUERY_LENGTH]
+        wanted_page = page_number(request.args.get("page"))
+        tools: list[tuple[Described, JsonObject, str | None]]
+        templates: tuple[TemplateView, ...] = ()
+        connectable = False
+        if slug == BUILT_IN_SLUG:
+            details = BUILT_IN_JSON
+            built_in = next(item for item in self._catalog.integrations if item.slug == BUILT_IN_SLUG)
+            tools = [(tool, {}, "tools." + tool.id) for tool in built_in.tools]
+            connections: list[ConnectionRecord] = []
+        else:
+            record = await self._integrations.integration(principal, slug)
+            details = integration_json(record)
+            templates = template_views(record)
+            connectable = bool(template_choices(record))
+            connections = await self._integrations.connections(principal, slug)
+            own = await self._integrations.own_catalog(record)
+            if own is not None and own.tools:
+                tools = [(tool, own.defs, None) for tool in own.tools]
+            else:  # tools each connection discovers: the visitor's, at their addresses
+                view = await self._integrations.view(principal)
+                tools = [
+                    (entry.tool, view.defs.get(entry.source_hash, {}), "tools." + entry.tool_id)
+                    for entry in view.entries
+                    if entry.integration.slug == slug
+                ]
+        matching = [item for item in tools if tool_matches(item[0].name, item[0].description, query)]
+        shown_page = window(matching, wanted_page, TOOLS_PER_PAGE)
+        # Rendering fifty tools' types is CPU work: a worker thread's, not the event loop's.
+        views = await trio.to_thread.run_sync(lambda: [tool_view(*item) for item in shown_page.items])
+        path = "/integrations/" + urllib.parse.quote(slug)
+        return self._console.view(
+            visitor,
+            "integration.html",
+            title=details["name"],
+            page="integrations",
+            styles=("catalog.css",),
+            details=details,
+            templates=templates,
+            connections=[connection_row(record) for record in connections],
+            connectable=connectable,
+            tools=views,
+            total_tools=len(tools),
+            window=shown_page,
+            query=query,
+            previous=page_link(path, query, shown_page.page - 1) if shown_page.page > 1 else None,
+            next=page_link(path, query, shown_page.page + 1) if shown_page.page < shown_page.pages else None,
+            path=path,
+        )
+
+    async def _connections(self) -> Response:
+        async def build(visitor: SignIn) -> Response:
+            principal = visitor.principal
+            records = await self._integrations.integrations(principal)
+            connections = await self._integrations.connections(principal)
+            choices = {
+                record.slug: {"name": record.name, "templates": [choice.json() for choice in template_choices(record)]}
+                for record in records
+            }
+            connectable = {slug: choice for slug, choice in choices.items() if choice["templates"]}
+            refusal = admin_refusal(principal)
+            wanted = request.args.get("integration")
+            rows = [connection_row(record) for record in connections]
+            # Shown only when it names one of the visitor's connections: a link cannot make the page say more.
+            created = request.args.get("created")
+            created = created if any(row.address == created for row in rows) else None
+            return self._console.view(
+                visitor,
+                "connections.html",
+                title="Connections",
+                page="connections",
+                scripts=("catalog.js",),
+                styles=("catalog.css",),
+                connections=rows,
+                created=created,
+                choices=connectable,
+                selected=wanted if wanted in connectable else None,
+                org_refusal=refusal.message if refusal is not None else None,
+                handoffs=self._handoffs,
+                max_name=MAX_NAME_LENGTH,
+            )
+
+        return await self._console.page(build)
