@@ -139,20 +139,22 @@
       }
     }
 
+    function answered(outcomeName, text) {
+      decide.hidden = true;
+      section.dataset.outcome = outcomeName;
+      section.querySelector("h1").textContent = "Approval";
+      say(outcome, text, "outcome " + outcomeName);
+      follow();
+    }
+
     async function answer(action) {
       for (const button of decide.querySelectorAll("button")) button.disabled = true;
       say(outcome, action === "accept" ? "Approving\u2026" : "Declining\u2026", "outcome");
       const result = await api("POST", "/api/approvals/" + encodeURIComponent(id), { action });
       if (result.ok) {
-        decide.hidden = true;
-        section.dataset.outcome = result.data.outcome;
-        say(outcome, WORDS[result.data.outcome] || result.data.outcome, "outcome " + result.data.outcome);
-        follow();
+        answered(result.data.outcome, WORDS[result.data.outcome] || result.data.outcome);
       } else if (result.status === 409) {
-        decide.hidden = true;
-        section.dataset.outcome = result.data.outcome;
-        say(outcome, errorText(result.data) + ".", "outcome " + result.data.outcome);
-        follow();
+        answered(result.data.outcome, errorText(result.data) + ".");
       } else {
         for (const button of decide.querySelectorAll("button")) button.disabled = false;
         say(outcome, errorText(result.data), "outcome error");
