@@ -195,12 +195,15 @@ async def _serve(
     policies = Policies(control)
     public = PublicUrl(settings.public_url or "")
     catalog = build_catalog(integrations, Handoffs(handoffs, lambda: public.value))
+    # One book of pauses: the MCP tools open and resume them, the console's approvals pages answer them.
+    book = Book(approval_window=settings.approval_window)
     catalog_tools = executor_tools(
         Engine(pool, limits),
         catalog,
         policies,
-        Book(approval_window=settings.approval_window),
+        book,
         Admission(executions_per_account(settings, pool)),
+        lambda: public.value,
     )
     idle = IdlePolicy(
         session_timeout=settings.session_timeout,
@@ -237,6 +240,7 @@ async def _serve(
         handoffs=handoffs,
         console=console,
         catalog=catalog,
+        approvals=book,
     )
     stop = trio.Event()
 

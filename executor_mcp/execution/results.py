@@ -194,6 +194,39 @@ def render_paused(
     return {"content": [_text(text)], "structuredContent": structured}
 
 
+APPROVALS_PATH = "/approvals/"
+BROWSER_RESUME_PROMPT = (
+    "Return text to the user telling them to approve the action at this approvalUrl. Only after you have prompted "
+    "the user, call the `resume` tool with this executionId; `resume` will wait for the user's browser decision."
+)
+
+
+def approval_url(public_url: str, execution_id: str) -> str:
+    """Where a person answers a pause: the console's page for it (`<public-url>/approvals/<executionId>`)."""
+    return public_url.rstrip("/") + APPROVALS_PATH + quote(execution_id, safe="")
+
+
+def render_browser_paused(execution_id: str, url: str) -> JsonObject:
+    """A pause in `elicitation_mode=browser` (upstream §3.5 "Browser mode pause"): the person answers at `url`,
+    and the model only waits for them with `resume`. No interaction key: nothing for the model to answer."""
+    text = "\n".join(
+        [
+            "User approval required.",
+            "\nTell the user to open this URL while signed in and approve or decline the paused interaction:",
+            url,
+            "\nRequired next steps for this agent:",
+            BROWSER_RESUME_PROMPT,
+        ]
+    )
+    structured = {
+        "status": "user_approval_required",
+        "executionId": execution_id,
+        "approvalUrl": url,
+        "resumePrompt": BROWSER_RESUME_PROMPT,
+    }
+    return {"content": [_text(text)], "structuredContent": structured}
+
+
 def _unavailable(status: str, execution_id: str, sentences: list[str], **extra: Any) -> JsonObject:
     return _error_result([_text(" ".join(sentences))], {"status": status, "executionId": execution_id, **extra})
 

@@ -9,7 +9,8 @@ a tool call (its wall clock is stopped, no thread is held).
 The `Book` is process-wide: it finds a pause by id for any session of the same account and org, makes
 resumes exactly-once (a duplicate that arrives while the first runs joins it; one that arrives after
 replays the same result), and remembers ids that expired or settled so a late resume gets guidance
-instead of a shrug.
+instead of a shrug. A pause is answered once, by whoever comes first: the model's `resume` or a person on
+the console's approvals page (`decide`); every later answer hears the first one's outcome.
 """
 
 import time
@@ -42,6 +43,16 @@ T = TypeVar("T")
 REPLAYS = 64
 REMEMBERED = 1024
 OWNERS_REMEMBERED = 4096
+# An owner's live pauses are bounded by their admitted executions (one pause each at a time); a listing of
+# them is bounded again so a page never grows past what a person reads.
+MAX_LISTED = 100
+
+# Who answered a pause.
+AGENT = "agent"  # the model, with `resume`
+CONSOLE = "console"  # a person, on the approvals page
+OUTCOMES = {"accept": "approved", "decline": "declined", "cancel": "cancelled"}
+EXPIRED = "expired"  # nobody answered within the approval window
+ENDED = "ended"  # the execution ended (its session closed, or it failed) before anyone answered
 
 
 class Deferred(Generic[T]):
@@ -54,6 +65,11 @@ class Deferred(Generic[T]):
     @property
     def done(self) -> bool:
         return self._event.is_set()
+
+    @property
+    def value(self) -> T | None:
+        """The value once it arrived, else None."""
+        return self._value
 
     def set(self, value: T) -> None:
         if not self._event.is_set():
@@ -69,6 +85,7 @@ class Deferred(Generic[T]):
 class Answer:
     action: str  # accept | decline | cancel
     content: JsonObject | None = None
+    by: str = AGENT
 
 
 @attrs.define(eq=False)
@@ -78,16 +95,37 @@ class Pause:
     interaction: Interaction
     expires_at: float  # epoch seconds
     ttl: float
+    created_at: float = 0.0
+    mode: str = "model"  # the elicitation mode of the session whose execution paused
     answer: Deferred[Answer] = attrs.Factory(Deferred)
     resolution: Deferred[JsonObject] = attrs.Factory(Deferred)
 
 
 @attrs.frozen
 class Ended:
-    """A pause that is no longer live, remembered so a late resume hears what became of it."""
+    """A pause that is no longer live, remembered so a late resume (or a late decision) hears what became of it."""
 
     owner: Owner
     expired: bool  # else settled
+    answer: Answer | None = None  # None: nobody answered
+    led_to: str | None = None  # the status of what answering led to: "completed", "error", or a new pause's
+    next_id: str | None = None  # that new pause, when the execution paused again
+
+    @property
+    def outcome(self) -> str:
+        if self.expired:
+            return EXPIRED
+        return OUTCOMES[self.answer.action] if self.answer is not None else ENDED
+
+
+@attrs.frozen
+class Decided:
+    """A decision from the console: its outcome, who gave the answer that counts, and whether it was this one."""
+
+    execution_id: str
+    outcome: str  # approved | declined | cancelled | expired | ended
+    by: str | None
+    first: bool
 
 
 class _Memory:
@@ -103,36 +141,54 @@ class Book:
 
     The owner is checked before anything else: a stranger (another account, or the same account name in
     another org) hears `execution_forbidden` for a live pause and `execution_not_found` for one that ended
-    (it is looked for only in the caller's own memory), and never its result.
+    (it is looked for only in the caller's own memory), and never its result. The console's look-ups and
+    decisions do not even admit that a stranger's live pause exists: to them it is not found.
     """
 
     def __init__(self, approval_window: float) -> None:
         self.approval_window = approval_window
         self._live: dict[str, Pause] = {}
+        self._live_by_owner: dict[Owner, dict[str, Pause]] = {}  # the same pauses, oldest first per owner
         self._memories: OrderedDict[Owner, _Memory] = OrderedDict()
 
     def open(self, pause: Pause) -> None:
         self._live[pause.id] = pause
+        self._live_by_owner.setdefault(pause.owner, {})[pause.id] = pause
 
     def resolve(self, pause: Pause, result: JsonObject) -> None:
         """What resuming `pause` led to (a completion, an error or the next pause), kept for replays."""
-        self._live.pop(pause.id, None)
+        self._close(pause)
         pause.resolution.set(result)
         memory = self._memory_of(pause.owner)
         _remember(memory.replays, pause.id, result, REPLAYS)
-        _remember(memory.ended, pause.id, Ended(pause.owner, expired=False), REMEMBERED)
+        structured = result.get("structuredContent")
+        led_to = structured.get("status") if isinstance(structured, dict) else None
+        next_id = structured.get("executionId") if isinstance(structured, dict) else None
+        ended = Ended(
+            pause.owner,
+            expired=False,
+            answer=pause.answer.value if pause.answer.done else None,
+            led_to=led_to if isinstance(led_to, str) else None,
+            next_id=next_id if isinstance(next_id, str) and next_id != pause.id else None,
+        )
+        _remember(memory.ended, pause.id, ended, REMEMBERED)
 
     def expire(self, pause: Pause) -> None:
-        if self._live.pop(pause.id, None) is not None:
+        if self._live.get(pause.id) is pause:
+            self._close(pause)
             _remember(self._memory_of(pause.owner).ended, pause.id, Ended(pause.owner, expired=True), REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
-    async def resume(self, execution_id: str, owner: Owner, answer: Answer) -> JsonObject:
+    async def resume(self, execution_id: str, owner: Owner, answer: Answer | None) -> JsonObject:
+        """The answer to a resume: what answering led to, or why there is nothing to resume. With `answer`
+        None (browser mode) the caller only waits for someone else's answer; that wait ends with the
+        approval window, when the run expires the pause it holds."""
         pause = self._live.get(execution_id)
         if pause is not None:
             if not owner.may_act_on(pause.owner):
                 return forbidden_result(execution_id)
-            pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
+            if answer is not None:
+                pause.answer.set(answer)  # a concurrent duplicate finds it already set and just joins below
             return await pause.resolution.wait()
         memory = self._memories.get(owner)
         ended = memory.ended.get(execution_id) if memory is not None else None
@@ -144,6 +200,44 @@ class Book:
         if replay is not None:
             return replay
         return expired_result(execution_id, self.approval_window) if ended.expired else settled_result(execution_id)
+
+    def pending(self, owner: Owner) -> list[Pause]:
+        """The owner's live pauses nobody has answered yet, newest first, at most `MAX_LISTED`."""
+        mine = self._live_by_owner.get(owner, {})
+        waiting = [p for p in reversed(mine.values()) if not p.answer.done and owner.may_act_on(p.owner)]
+        return waiting[:MAX_LISTED]
+
+    def lookup(self, execution_id: str, owner: Owner) -> Pause | Ended | None:
+        """The owner's pause by id: live, or remembered as ended; None for an unknown or a stranger's one."""
+        pause = self._live.get(execution_id)
+        if pause is not None:
+            return pause if owner.may_act_on(pause.owner) else None
+        memory = self._memories.get(owner)
+        ended = memory.ended.get(execution_id) if memory is not None else None
+        return ended if ended is not None and owner.may_act_on(ended.owner) else None
+
+    def decide(self, execution_id: str, owner: Owner, action: str) -> Decided | None:
+        """A person's answer from the console, given exactly as `resume <action>` would give it: the first
+        answer wins, whoever gives it, and a later one is told which answer that was. None when there is no
+        such pause for this owner (a stranger's included)."""
+        found = self.lookup(execution_id, owner)
+        if found is None:
+            return None
+        if isinstance(found, Ended):
+            return Decided(execution_id, found.outcome, found.answer.by if found.answer else None, first=False)
+        first = not found.answer.done
+        found.answer.set(Answer(action=action, by=CONSOLE))
+        given = found.answer.value
+        assert given is not None
+        return Decided(execution_id, OUTCOMES[given.action], given.by, first=first)
+
+    def _close(self, pause: Pause) -> None:
+        self._live.pop(pause.id, None)
+        mine = self._live_by_owner.get(pause.owner)
+        if mine is not None:
+            mine.pop(pause.id, None)
+            if not mine:
+                del self._live_by_owner[pause.owner]
 
     def _memory_of(self, owner: Owner) -> _Memory:
         memory = self._memories.get(owner) or _Memory()
@@ -165,10 +259,22 @@ class Run:
     the session's pause lease) whenever it waits on a human, in either elicitation mode.
     """
 
-    def __init__(self, book: Book, slot: Slot, lease: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+    def __init__(
+        self,
+        book: Book,
+        slot: Slot,
+        lease: Callable[[], AbstractContextManager[None]] = nullcontext,
+        *,
+        mode: str = "model",
+        worded: Callable[[Pause], JsonObject] | None = None,
+    ) -> None:
+        """`mode` is the session's elicitation mode, `worded` how a pause reads to its model (model mode's
+        wording by default)."""
         self._book = book
         self._slot = slot
         self._lease = lease
+        self._mode = mode
+        self._worded = worded or model_worded
         self._gate_lock = trio.Lock()
         self._resolving: Pause | None = None  # the pause whose resume waits on `next`
         self.scope = trio.CancelScope()
@@ -193,26 +299,18 @@ class Run:
     async def gate(self, interaction: Interaction) -> None:
         """Pause until a human answers; concurrent gated calls of one execution queue here."""
         async with self._gate_lock:
-            window = self._book.approval_window
+            window, now = self._book.approval_window, time.time()
             pause = Pause(
                 id=f"exec_{uuid.uuid4()}",
                 owner=self.owner,
                 interaction=interaction,
-                expires_at=time.time() + window,
+                expires_at=now + window,
                 ttl=window,
+                created_at=now,
+                mode=self._mode,
             )
             self._book.open(pause)
-            self._deliver(
-                render_paused(
-                    pause.id,
-                    interaction.message,
-                    interaction.address,
-                    interaction.args,
-                    interaction.requested_schema,
-                    pause.expires_at,
-                    window,
-                )
-            )
+            self._deliver(self._worded(pause))
             self._resolving, self.next = pause, pause.resolution
             answer = None
             with self._lease(), self._slot.pausing(pause.id), trio.move_on_after(window):
@@ -247,6 +345,20 @@ class Run:
             self._book.resolve(self._resolving, result)
         else:
             self.next.set(result)
+
+
+def model_worded(pause: Pause) -> JsonObject:
+    """A pause as model mode words it: the question, and how to answer it with `resume`."""
+    interaction = pause.interaction
+    return render_paused(
+        pause.id,
+        interaction.message,
+        interaction.address,
+        interaction.args,
+        interaction.requested_schema,
+        pause.expires_at,
+        pause.ttl,
+    )
 
 
 def unanswered_result(address: str, window: float) -> JsonObject:

@@ -49,6 +49,12 @@ RESUME_DESCRIPTION = (
     "Resume a paused execution using the executionId returned by execute.\n"
     "This connection explicitly allows model-side resume via elicitation_mode=model."
 )
+BROWSER_RESUME_DESCRIPTION = (
+    "Request user approval to resume a paused execution.\n"
+    "Call this with the executionId returned by execute. If the user has not approved in the browser yet, tell "
+    "them to open the returned approval URL. If they have approved, this returns the resumed execution result.\n"
+    "This connection does not allow the model to choose accept, decline, cancel, or content."
+)
 
 EXECUTE_SKILL = """# execute
 

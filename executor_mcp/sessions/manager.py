@@ -25,7 +25,7 @@ from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.sessions.lifecycle import Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import EXECUTE_MODE, Owner, SessionMeta, SessionRecord
+from executor_mcp.storage.records import EXECUTE_MODE, MODEL_ELICITATION, Owner, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.toolserver.server import ToolServer
@@ -115,7 +115,7 @@ class SessionManager:
         params: InitializeParams,
         version: str,
         initialize_request: bytes,
-        elicitation_mode: str = "model",
+        elicitation_mode: str = MODEL_ELICITATION,
         mode: str = EXECUTE_MODE,
     ) -> Session:
         self._refuse_if_draining()

@@ -10,6 +10,11 @@ from executor_mcp.codec import JsonObject, converter, dumps, loads
 R = TypeVar("R")
 EXECUTE_MODE = "execute"
 PASSTHROUGH_MODE = "passthrough"
+# `?elicitation_mode=`, read once at initialize; anything else (absent, unknown) is model mode.
+MODEL_ELICITATION = "model"
+NATIVE_ELICITATION = "native"
+BROWSER_ELICITATION = "browser"
+ELICITATION_MODES = (MODEL_ELICITATION, NATIVE_ELICITATION, BROWSER_ELICITATION)
 log = logging.getLogger(__name__)
 
 
@@ -53,7 +58,9 @@ class SessionMeta:
     client_info: JsonObject
     client_capabilities: JsonObject
     created_at: float
-    elicitation_mode: str = "model"  # how approvals are asked: "model" (pause and resume) or "native"
+    # How approvals are asked: "model" (pause, the model resumes), "browser" (pause, a person answers on the
+    # console's approval page, the model's resume waits for it) or "native" (inline `elicitation/create`).
+    elicitation_mode: str = MODEL_ELICITATION
     # Which tools it lists: `execute` and `skills`, or (`?mode=passthrough`) `search` and `invoke`.
     mode: str = EXECUTE_MODE
 

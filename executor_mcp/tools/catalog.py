@@ -22,7 +22,14 @@ from executor_mcp.integrations.service import EMPTY_VIEW, Integrations, ToolEntr
 from executor_mcp.policies.model import Action
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
-from executor_mcp.tools.context import CallContext, Interaction, approval_message
+from executor_mcp.tools.context import (
+    TOOL_DEFAULT,
+    AskedBy,
+    CallContext,
+    Interaction,
+    approval_message,
+    approval_question,
+)
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
 from executor_mcp.tools.typescript import describe_types
 from executor_mcp.turns import Turns
@@ -185,9 +192,11 @@ class Catalog:
         if decision.action is Action.BLOCK:
             return _failure("tool_blocked", f"Tool blocked by policy: {tool_id}")
         if decision.action is Action.REQUIRE_APPROVAL:
-            pattern = decision.rule.pattern if decision.rule is not None else None
-            message = approval_message(tool_id, args, pattern, description)
-            await context.gate(Interaction(tool_id, message, args))
+            rule = decision.rule
+            asked_by = TOOL_DEFAULT if rule is None else AskedBy(rule.id, rule.owner.value, rule.pattern)
+            message = approval_message(tool_id, args, asked_by.pattern, description)
+            question = approval_question(tool_id, asked_by.pattern, description)
+            await context.gate(Interaction(tool_id, message, args, asked_by=asked_by, question=question))
         return None
 
     async def approval_annotation(self, tool_id: str, principal: Principal) -> bool | None:

@@ -16,6 +16,34 @@ EMPTY_SCHEMA: JsonObject = {"type": "object", "properties": {}}
 
 
 @attrs.frozen
+class AskedBy:
+    """The policy that asked for an approval, so the person answering sees why they are asked: a rule (its
+    id, owner `org` or `user`, and pattern), or, with every field None, the tool's own default (its
+    `requiresApproval` annotation, which no rule overrode)."""
+
+    rule_id: str | None = None
+    owner: str | None = None
+    pattern: str | None = None
+
+    @property
+    def by_rule(self) -> bool:
+        return self.rule_id is not None
+
+    def as_json(self) -> JsonObject:
+        if not self.by_rule:
+            return {"source": "annotation"}
+        return {"source": "policy", "id": self.rule_id, "owner": self.owner, "pattern": self.pattern}
+
+    def words(self) -> str:
+        if not self.by_rule:
+            return "the tool's own default: it is marked as requiring approval"
+        return f"{self.owner} policy {self.pattern} ({self.rule_id})"
+
+
+TOOL_DEFAULT = AskedBy()
+
+
+@attrs.frozen
 class Interaction:
     """A question for a human before a gated tool runs."""
 
@@ -23,6 +51,8 @@ class Interaction:
     message: str
     args: Any
     requested_schema: JsonObject = attrs.Factory(lambda: dict(EMPTY_SCHEMA))
+    asked_by: AskedBy = TOOL_DEFAULT
+    question: str | None = None  # the message's first line, for a page that shows the arguments apart
 
 
 Gate = Callable[[Interaction], Awaitable[None]]
@@ -42,10 +72,19 @@ class CallContext:
     gate: Gate  # returns once approved; throws (ToolThrow) in the sandbox when declined or cancelled
 
 
-def approval_message(address: str, args: Any, matched_pattern: str | None, description: str | None = None) -> str:
-    """What a human reads: the tool's own approval text (`POST /orders`) when it has one, else the question."""
-    head = description or f"Approve {address}?" + (f" (matched policy: {matched_pattern})" if matched_pattern else "")
+def approval_question(address: str, matched_pattern: str | None, description: str | None = None) -> str:
+    """What a human is asked: the tool's own approval text (`POST /orders`) when it has one, else the question."""
+    return description or f"Approve {address}?" + (f" (matched policy: {matched_pattern})" if matched_pattern else "")
+
+
+def arguments_preview(args: Any) -> tuple[str, bool]:
+    """The arguments as indented JSON, cut at `MAX_ARGUMENTS_PREVIEW` (and whether they were cut)."""
     preview = json.dumps(args if args is not None else {}, indent=2, ensure_ascii=False)
     if len(preview) > MAX_ARGUMENTS_PREVIEW:
-        preview = preview[:MAX_ARGUMENTS_PREVIEW] + "..."
-    return f"{head}\n\nArguments:\n{preview}"
+        return preview[:MAX_ARGUMENTS_PREVIEW] + "...", True
+    return preview, False
+
+
+def approval_message(address: str, args: Any, matched_pattern: str | None, description: str | None = None) -> str:
+    """What a human reads: the question, then the arguments."""
+    return f"{approval_question(address, matched_pattern, description)}\n\nArguments:\n{arguments_preview(args)[0]}"

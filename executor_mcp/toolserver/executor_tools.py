@@ -1,10 +1,11 @@
-"""The product's MCP tools: `execute`, `skills` and (in model mode) `resume`; in passthrough mode
+"""The product's MCP tools: `execute`, `skills` and (in model and browser mode) `resume`; in passthrough mode
 `search` and `invoke` (`passthrough_tools.py`) instead of `execute` and `skills`.
 
 An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
 later request, from this session or another of the same account and org. In `native` elicitation mode
 there is no `resume`: a gated call asks the client inline with `elicitation/create`, and waits for the
-answer no longer than the approval window.
+answer no longer than the approval window. In `browser` mode a pause sends the user to the console's
+approval page, and `resume` takes only the executionId: it waits for the person's decision there.
 
 Argument problems are tool results with `isError`, in the MCP SDK's wording, not JSON-RPC errors: a
 model reads them and corrects its call.
@@ -20,9 +21,10 @@ import attrs
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, refusal_result
 from executor_mcp.execution.engine import Engine, Outcome, internal_error
-from executor_mcp.execution.results import render, worded_for_invoke
-from executor_mcp.execution.runs import Answer, Book, Run
+from executor_mcp.execution.results import approval_url, render, render_browser_paused, worded_for_invoke
+from executor_mcp.execution.runs import Answer, Book, Pause, Run
 from executor_mcp.execution.texts import (
+    BROWSER_RESUME_DESCRIPTION,
     EXECUTE_DESCRIPTION,
     RESUME_DESCRIPTION,
     SKILLS,
@@ -32,10 +34,11 @@ from executor_mcp.execution.texts import (
 )
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
-from executor_mcp.storage.records import PASSTHROUGH_MODE, SessionMeta
+from executor_mcp.storage.records import BROWSER_ELICITATION, NATIVE_ELICITATION, PASSTHROUGH_MODE, SessionMeta
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.context import CallContext, Gate, Interaction
 from executor_mcp.toolserver.arguments import invalid, type_issue, zod_type
+from executor_mcp.toolserver.passthrough_tools import BROWSER_RESUME_DESCRIPTION as PASSTHROUGH_BROWSER_DESCRIPTION
 from executor_mcp.toolserver.passthrough_tools import RESUME_DESCRIPTION as PASSTHROUGH_RESUME_DESCRIPTION
 from executor_mcp.toolserver.passthrough_tools import passthrough_tools
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
@@ -90,12 +93,36 @@ RESUME = Tool(
         "$schema": SCHEMA_DIALECT,
     },
 )
+# Browser mode: the person decides on the approval page, so the model gives only the id (upstream §3.4).
+BROWSER_RESUME = Tool(
+    name="resume",
+    description=BROWSER_RESUME_DESCRIPTION,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "executionId": {"type": "string", "description": "The execution ID from the paused result"},
+        },
+        "required": ["executionId"],
+        "$schema": SCHEMA_DIALECT,
+    },
+)
 ACTIONS = ("accept", "decline", "cancel")
 
 
 def executor_tools(
-    engine: Engine, catalog: Catalog, policies: Policies, book: Book, admission: Admission
+    engine: Engine,
+    catalog: Catalog,
+    policies: Policies,
+    book: Book,
+    admission: Admission,
+    public_url: Callable[[], str],
 ) -> ToolFactory:
+    """`public_url` is where the console is reached (`--public-url`, else the bound address), asked at each
+    browser-mode pause: the address is known only once the server listens."""
+
+    def browser_worded(pause: Pause) -> JsonObject:
+        return render_browser_paused(pause.id, approval_url(public_url(), pause.id))
+
     async def execute(arguments: JsonObject, context: ToolContext) -> JsonObject:
         code = arguments.get("code")
         issues = _code_issues(code)
@@ -110,9 +137,11 @@ def executor_tools(
         slot = admission.admit(owner)
         if isinstance(slot, Refusal):
             return refusal_result(slot)
-        run = Run(book, slot, context.pause_lease)
+        mode = context.session.elicitation_mode
+        worded = browser_worded if mode == BROWSER_ELICITATION else None
+        run = Run(book, slot, context.pause_lease, mode=mode, worded=worded)
         gate: Gate = run.gate
-        if context.session.elicitation_mode == "native":
+        if mode == NATIVE_ELICITATION:
             gate = functools.partial(run.ask_inline, ask=_ask_client(context))
         call_context = CallContext(principal=owner, policies=policies, gate=gate)
 
@@ -157,6 +186,13 @@ def executor_tools(
         answer = Answer(action=action, content=_content(arguments.get("content")))
         return await book.resume(execution_id, context.session.owner, answer)
 
+    async def wait_for_the_browser(arguments: JsonObject, context: ToolContext) -> JsonObject:
+        """Browser mode's `resume`: no answer of its own, it waits for the person's (or replays it)."""
+        execution_id = arguments.get("executionId")
+        if not isinstance(execution_id, str):
+            return invalid("resume", [type_issue("executionId", execution_id)])
+        return await book.resume(execution_id, context.session.owner, None)
+
     async def skills(arguments: JsonObject, context: ToolContext) -> JsonObject:
         name = arguments.get("name")
         if name is not None and not isinstance(name, str):
@@ -184,18 +220,29 @@ def executor_tools(
         [RegisteredTool(EXECUTE, execute, listing=execute_listing), RegisteredTool(SKILLS_TOOL, skills)]
     )
     model = ToolRegistry([*native, RegisteredTool(RESUME, resume)])
+    browser = ToolRegistry([*native, RegisteredTool(BROWSER_RESUME, wait_for_the_browser)])
     passthrough_native = ToolRegistry(list(passthrough_tools(run_code, catalog, policies)))
     passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
+    passthrough_browser_resume = attrs.evolve(BROWSER_RESUME, description=PASSTHROUGH_BROWSER_DESCRIPTION)
 
     async def resume_an_invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
         return worded_for_invoke(await resume(arguments, context))
 
+    async def wait_for_an_invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
+        return worded_for_invoke(await wait_for_the_browser(arguments, context))
+
     passthrough_model = ToolRegistry([*passthrough_native, RegisteredTool(passthrough_resume, resume_an_invoke)])
+    passthrough_browser = ToolRegistry(
+        [*passthrough_native, RegisteredTool(passthrough_browser_resume, wait_for_an_invoke)]
+    )
 
     def factory(meta: SessionMeta) -> ToolRegistry:
-        if meta.mode == PASSTHROUGH_MODE:
-            return passthrough_native if meta.elicitation_mode == "native" else passthrough_model
-        return native if meta.elicitation_mode == "native" else model
+        passthrough = meta.mode == PASSTHROUGH_MODE
+        if meta.elicitation_mode == NATIVE_ELICITATION:
+            return passthrough_native if passthrough else native
+        if meta.elicitation_mode == BROWSER_ELICITATION:
+            return passthrough_browser if passthrough else browser
+        return passthrough_model if passthrough else model
 
     return factory
 

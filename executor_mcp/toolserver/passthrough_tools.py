@@ -3,8 +3,8 @@
 For clients that would rather call catalog tools one by one than write code. Nothing here finds, decides or
 calls a tool by itself: `search` answers what the sandbox's `tools.search` and `tools.describe.tool` answer,
 and `invoke` runs, through the same execution engine, the one-line program `execute` would run for the call.
-So policies, approval pauses, `block`, native elicitation, `resume`, exactly-once and the rendering of the
-result are execute's own, not a copy of them.
+So policies, approval pauses, `block`, native elicitation, browser approvals, `resume`, exactly-once and the
+rendering of the result are execute's own, not a copy of them.
 
 The caller's path and arguments reach that program only as JSON string literals, and the path is first
 checked against the address grammar or the static tool ids: no text from the caller is spliced into code.
@@ -75,6 +75,12 @@ INVOKE_DESCRIPTION = "\n".join(
 RESUME_DESCRIPTION = (
     "Resume a paused invoke using the executionId it returned.\n"
     "This connection explicitly allows model-side resume via elicitation_mode=model."
+)
+BROWSER_RESUME_DESCRIPTION = (
+    "Request user approval to resume a paused invoke.\n"
+    "Call this with the executionId returned by invoke. If the user has not approved in the browser yet, tell "
+    "them to open the returned approval URL. If they have approved, this returns the resumed invoke result.\n"
+    "This connection does not allow the model to choose accept, decline, cancel, or content."
 )
 
 SEARCH = Tool(

@@ -25,6 +25,7 @@ from werkzeug.exceptions import HTTPException
 
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
+from executor_mcp.execution.runs import Book
 from executor_mcp.integrations.handoff import HandoffBook, Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
@@ -61,10 +62,11 @@ from executor_mcp.protocol.mcp import (
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
-from executor_mcp.storage.records import EXECUTE_MODE, PASSTHROUGH_MODE
+from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
+from executor_mcp.transport.approvals_api import ApprovalsApi
 from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, declares_body
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
@@ -73,6 +75,7 @@ from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
+from executor_mcp.web.approvals import ApprovalsPages
 from executor_mcp.web.catalog import CatalogPages
 from executor_mcp.web.connect import ConnectPage
 from executor_mcp.web.console import Console, ConsoleCredentials, is_console_path
@@ -176,7 +179,8 @@ class McpEndpoint:
             return _answer_json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
         version = negotiate_version(params.protocol_version)
         # Chosen once, at creation, from the URL (upstream §3.1); never from the client's capabilities.
-        elicitation = "native" if exchange.query("elicitation_mode") == "native" else "model"
+        asked = exchange.query("elicitation_mode") or MODEL_ELICITATION
+        elicitation = asked if asked in ELICITATION_MODES else MODEL_ELICITATION
         mode = PASSTHROUGH_MODE if exchange.query("mode") == PASSTHROUGH_MODE else EXECUTE_MODE
         session = await self._manager.create(principal, RESOURCE, params, version, raw, elicitation, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
@@ -341,13 +345,14 @@ def create_app(
     handoffs: HandoffBook | None = None,
     console: Console | None = None,
     catalog: Catalog | None = None,
+    approvals: Book | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
     Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
     routes are absent; without `handoffs` too, the connect page; without `console`, the web console (and
     `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's approval
     annotation, and the console's integrations and connections pages list its built-in tools; without it those
-    pages are absent."""
+    pages are absent; without `approvals` (the book of paused executions), the approvals API and pages."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -360,6 +365,8 @@ def create_app(
         api_auth = ConsoleCredentials(console, authenticator)
         console.register(app)
         GovernancePages(console).register(app)
+        if approvals is not None:
+            ApprovalsPages(console, approvals).register(app)
 
     async def metadata() -> Response:
         if request.method == "OPTIONS":
@@ -392,6 +399,8 @@ def create_app(
         methods=POLICY_API_METHODS,
         provide_automatic_options=False,
     )
+    if approvals is not None:
+        ApprovalsApi(approvals, api_auth).register(app)
     if integrations is not None:
         links = Handoffs(handoffs, lambda: public.value) if handoffs is not None else None
         IntegrationsApi(integrations, api_auth, policies, links).register(app)

@@ -1,0 +1,318 @@
+"""Browser approvals without a server: the browser-mode wording, the book's listing, look-up and decisions,
+a run that pauses in browser mode, and the views the approvals API and pages show."""
+
+import trio
+import trio.testing
+
+from executor_mcp.execution.admission import Admission, Slot
+from executor_mcp.execution.results import (
+    BROWSER_RESUME_PROMPT,
+    approval_url,
+    render_browser_paused,
+)
+from executor_mcp.execution.runs import (
+    AGENT,
+    CONSOLE,
+    MAX_LISTED,
+    Answer,
+    Book,
+    Ended,
+    Pause,
+    Run,
+)
+from executor_mcp.storage.records import Owner
+from executor_mcp.tools.context import TOOL_DEFAULT, AskedBy, Interaction
+from executor_mcp.tools.errors import ToolThrow
+from executor_mcp.transport.approvals_api import already_answered, decided_view, ended_view, pause_view
+
+ALICE = Owner("alice", "acme")
+NAMESAKE = Owner("alice", "evil")  # the same account name in another org is someone else
+BOB = Owner("bob", "acme")
+RULE = AskedBy("pol_1", "org", "executor.coreTools.policies.list")
+ASKED = Interaction(
+    "executor.coreTools.policies.list",
+    "Approve executor.coreTools.policies.list? (matched policy: executor.coreTools.policies.list)\n\nArguments:\n{}",
+    {},
+    asked_by=RULE,
+    question="Approve executor.coreTools.policies.list? (matched policy: executor.coreTools.policies.list)",
+)
+DONE = {"content": [{"type": "text", "text": "42"}], "structuredContent": {"status": "completed", "result": 42}}
+REFUSED = {"content": [{"type": "text", "text": "Error: declined"}], "isError": True, "structuredContent": {}}
+
+
+def opened(book: Book, owner: Owner, name: str, created_at: float = 0.0) -> Pause:
+    pause = Pause(id=name, owner=owner, interaction=ASKED, expires_at=created_at + 60, ttl=60, created_at=created_at)
+    book.open(pause)
+    return pause
+
+
+async def gate(book: Book, pause: Pause) -> None:
+    """What a run does at its gate: wait for the first answer, go on, and resolve the pause with the result."""
+    answer = await pause.answer.wait()
+    book.resolve(pause, DONE if answer.action == "accept" else REFUSED)
+
+
+# -- wording ----------------------------------------------------------------------------------------
+
+
+def test_a_browser_pause_sends_the_user_to_the_approval_page_and_the_model_to_resume() -> None:
+    url = approval_url("https://mcp.example/", "exec_1")
+    assert url == "https://mcp.example/approvals/exec_1"
+    assert approval_url("http://127.0.0.1:8080", "exec_a/b?c") == "http://127.0.0.1:8080/approvals/exec_a%2Fb%3Fc"
+    result = render_browser_paused("exec_1", url)
+    assert result["content"] == [
+        {
+            "type": "text",
+            "text": "User approval required.\n\n"
+            "Tell the user to open this URL while signed in and approve or decline the paused interaction:\n"
+            "https://mcp.example/approvals/exec_1\n\n"
+            "Required next steps for this agent:\n"
+            "Return text to the user telling them to approve the action at this approvalUrl. Only after you have "
+            "prompted the user, call the `resume` tool with this executionId; `resume` will wait for the user's "
+            "browser decision.",
+        }
+    ]
+    assert result["structuredContent"] == {
+        "status": "user_approval_required",
+        "executionId": "exec_1",
+        "approvalUrl": url,
+        "resumePrompt": BROWSER_RESUME_PROMPT,
+    }
+    assert "isError" not in result
+
+
+def test_the_policy_that_asked_is_a_rule_or_the_tools_own_default() -> None:
+    assert RULE.as_json() == {
+        "source": "policy",
+        "id": "pol_1",
+        "owner": "org",
+        "pattern": "executor.coreTools.policies.list",
+    }
+    assert RULE.words() == "org policy executor.coreTools.policies.list (pol_1)"
+    assert TOOL_DEFAULT.as_json() == {"source": "annotation"}
+    assert "own default" in TOOL_DEFAULT.words()
+
+
+# -- the book ---------------------------------------------------------------------------------------
+
+
+def test_pending_lists_only_the_owners_unanswered_pauses_newest_first() -> None:
+    book = Book(approval_window=60)
+    first, second = opened(book, ALICE, "exec_1", 1), opened(book, ALICE, "exec_2", 2)
+    opened(book, NAMESAKE, "exec_3")
+    opened(book, BOB, "exec_4")
+    assert [p.id for p in book.pending(ALICE)] == ["exec_2", "exec_1"]
+    assert [p.id for p in book.pending(NAMESAKE)] == ["exec_3"]
+    book.decide("exec_2", ALICE, "accept")
+    assert book.pending(ALICE) == [first]  # answered: no longer waiting for anyone
+    book.resolve(second, DONE)
+    book.expire(first)
+    assert book.pending(ALICE) == []
+
+
+def test_a_listing_is_bounded() -> None:
+    book = Book(approval_window=60)
+    for index in range(MAX_LISTED + 5):
+        opened(book, ALICE, f"exec_{index}", index)
+    listed = book.pending(ALICE)
+    assert len(listed) == MAX_LISTED
+    assert listed[0].id == f"exec_{MAX_LISTED + 4}"
+
+
+def test_a_strangers_pause_is_not_found_and_stays_unanswered() -> None:
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    for stranger in (BOB, NAMESAKE):
+        assert book.lookup("exec_1", stranger) is None
+        assert book.decide("exec_1", stranger, "accept") is None
+    assert not pause.answer.done
+    assert book.lookup("exec_1", ALICE) is pause
+    assert book.lookup("exec_unknown", ALICE) is None
+    book.resolve(pause, DONE)
+    assert book.lookup("exec_1", BOB) is None
+    assert isinstance(book.lookup("exec_1", ALICE), Ended)
+
+
+def test_an_admins_pause_is_not_found_by_the_same_account_without_the_role() -> None:
+    book = Book(approval_window=60)
+    admin = Owner("alice", "acme", org_admin=True)
+    opened(book, admin, "exec_1")
+    assert book.pending(ALICE) == []
+    assert book.decide("exec_1", ALICE, "accept") is None
+    assert book.decide("exec_1", admin, "accept") is not None
+
+
+async def test_the_first_decision_wins_and_a_later_one_hears_how_it_went() -> None:
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    first = book.decide("exec_1", ALICE, "decline")
+    second = book.decide("exec_1", ALICE, "accept")
+    assert first is not None
+    assert second is not None
+    assert (first.outcome, first.by, first.first) == ("declined", CONSOLE, True)
+    assert (second.outcome, second.by, second.first) == ("declined", CONSOLE, False)
+    await gate(book, pause)
+    late = book.decide("exec_1", ALICE, "accept")
+    assert late is not None
+    assert (late.outcome, late.by, late.first) == ("declined", CONSOLE, False)
+    assert already_answered(late) == "This approval was already answered: declined on the approvals page"
+    assert decided_view(late) == {
+        "executionId": "exec_1",
+        "outcome": "declined",
+        "answeredBy": "console",
+        "alreadyAnswered": True,
+    }
+
+
+async def test_a_decision_then_the_models_resume_replays_the_same_outcome() -> None:
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gate, book, pause)
+        await trio.testing.wait_all_tasks_blocked()
+        decided = book.decide("exec_1", ALICE, "accept")
+    assert decided is not None
+    assert decided.first
+    # The model's own answer comes second: it hears what the first one led to, whatever it says.
+    assert await book.resume("exec_1", ALICE, Answer("decline")) == DONE
+    assert await book.resume("exec_1", ALICE, None) == DONE
+
+
+async def test_the_models_answer_first_makes_the_page_hear_it() -> None:
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gate, book, pause)
+        assert await book.resume("exec_1", ALICE, Answer("accept")) == DONE
+    decided = book.decide("exec_1", ALICE, "decline")
+    assert decided is not None
+    assert (decided.outcome, decided.by, decided.first) == ("approved", AGENT, False)
+    assert already_answered(decided) == "This approval was already answered: approved by the agent's resume"
+
+
+async def test_a_browser_resume_waits_for_the_decision() -> None:
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    results: list[dict] = []
+
+    async def resume() -> None:
+        results.append(await book.resume("exec_1", ALICE, None))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gate, book, pause)
+        nursery.start_soon(resume)
+        await trio.testing.wait_all_tasks_blocked()
+        assert results == []  # no answer of its own: it waits
+        assert not pause.answer.done
+        book.decide("exec_1", ALICE, "accept")
+    assert results == [DONE]
+
+
+async def test_a_browser_resume_of_a_strangers_pause_is_forbidden_and_of_an_expired_one_expired() -> None:
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    assert (await book.resume("exec_1", BOB, None))["structuredContent"]["status"] == "execution_forbidden"
+    book.expire(pause)
+    assert (await book.resume("exec_1", ALICE, None))["structuredContent"]["status"] == "execution_expired"
+    decided = book.decide("exec_1", ALICE, "accept")
+    assert decided is not None
+    assert (decided.outcome, decided.by, decided.first) == ("expired", None, False)
+    assert already_answered(decided) == "This approval is no longer waiting: it expired before anyone answered"
+
+
+async def test_an_ended_pause_remembers_what_answering_led_to() -> None:
+    book = Book(approval_window=60)
+    first = opened(book, ALICE, "exec_1")
+    book.decide("exec_1", ALICE, "accept")
+    opened(book, ALICE, "exec_2")
+    paused_again = {"status": "user_approval_required", "executionId": "exec_2"}
+    book.resolve(first, {"content": [], "structuredContent": paused_again})
+    ended = book.lookup("exec_1", ALICE)
+    assert isinstance(ended, Ended)
+    assert ended_view("exec_1", ended) == {
+        "executionId": "exec_1",
+        "outcome": "approved",
+        "answeredBy": "console",
+        "ledTo": "user_approval_required",
+        "nextExecutionId": "exec_2",
+    }
+
+
+# -- a run in browser mode --------------------------------------------------------------------------
+
+
+async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_approved() -> None:
+    book = Book(approval_window=60)
+    slot = Admission(1).admit(ALICE)
+    assert isinstance(slot, Slot)
+    run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, f"/a/{pause.id}"))
+    calls = []
+
+    async def body() -> dict:
+        await run.gate(ASKED)
+        calls.append("ran")
+        return DONE
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run.drive, body, lambda: REFUSED)
+        paused = await run.next.wait()
+        structured = paused["structuredContent"]
+        assert structured["status"] == "user_approval_required"
+        (pause,) = book.pending(ALICE)
+        assert pause.id == structured["executionId"]
+        assert structured["approvalUrl"] == f"/a/{pause.id}"
+        assert pause.mode == "browser"
+        view = pause_view(pause)
+        assert view["tool"] == "executor.coreTools.policies.list"
+        assert view["question"] == ASKED.question
+        assert view["arguments"] == "{}"
+        assert view["policy"]["id"] == "pol_1"
+        assert view["outcome"] == "pending"
+        assert view["sessionMode"] == "browser"
+        assert calls == []
+        decided = book.decide(pause.id, ALICE, "accept")
+        assert decided is not None
+        assert await book.resume(pause.id, ALICE, None) == DONE
+    assert calls == ["ran"]
+
+
+async def test_a_declined_run_throws_at_its_gate() -> None:
+    book = Book(approval_window=60)
+    slot = Admission(1).admit(ALICE)
+    assert isinstance(slot, Slot)
+    run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
+    thrown = []
+
+    async def body() -> dict:
+        try:
+            await run.gate(ASKED)
+        except ToolThrow as refused:
+            thrown.append(str(refused))
+        return REFUSED
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run.drive, body, lambda: REFUSED)
+        execution = (await run.next.wait())["structuredContent"]["executionId"]
+        book.decide(execution, ALICE, "decline")
+        assert await book.resume(execution, ALICE, None) == REFUSED
+    assert thrown == [
+        'Tool "executor.coreTools.policies.list" requires approval but the request was declined by the user.'
+    ]
+
+
+async def test_an_unanswered_browser_pause_expires_with_the_window() -> None:
+    book = Book(approval_window=0.05)
+    slot = Admission(1).admit(ALICE)
+    assert isinstance(slot, Slot)
+    run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
+
+    async def body() -> dict:
+        await run.gate(ASKED)
+        return DONE
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run.drive, body, lambda: REFUSED)
+        execution = (await run.next.wait())["structuredContent"]["executionId"]
+        late = await book.resume(execution, ALICE, None)
+    assert late["structuredContent"]["status"] == "execution_expired"
+    assert book.pending(ALICE) == []
