@@ -14,18 +14,15 @@ without its CSRF token is 403), 404, 405, 409 (already answered), 413 or 415 (a 
 HTML form cannot send one).
 """
 
-from typing import Any
-
 from quart import Quart, Response, request
 
-from executor_mcp.auth.principal import Authenticator, Principal
+from executor_mcp.auth.principal import Authenticator
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.execution.results import iso
 from executor_mcp.execution.runs import AGENT, OUTCOMES, Book, Decided, Ended, Pause
-from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
 from executor_mcp.tools.context import arguments_preview
 from executor_mcp.transport import headers as rules
-from executor_mcp.transport.bodies import BodyRefused, read_json_object
+from executor_mcp.transport.json_answers import authenticated, json_body, json_error, json_ok
 
 PATH = "/api/approvals"
 # A decision is one short field.
@@ -100,55 +97,36 @@ class ApprovalsApi:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method != "GET":
-            return _error(405, "Method not allowed", {"Allow": "GET, OPTIONS"})
-        principal = await self._principal()
+            return json_error(405, "Method not allowed", {"Allow": "GET, OPTIONS"})
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
-        return _ok([pause_view(pause) for pause in self._book.pending(principal)])
+        return json_ok([pause_view(pause) for pause in self._book.pending(principal)])
 
     async def item(self, execution_id: str) -> Response:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
-        principal = await self._principal()
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
         if request.method == "GET":
             found = self._book.lookup(execution_id, principal)
             if found is None:
-                return _error(404, NOT_FOUND)
-            return _ok(pause_view(found) if isinstance(found, Pause) else ended_view(execution_id, found))
-        body = await read_json_object(MAX_DECISION_BODY_BYTES, BODY_TIMEOUT_SECONDS)
-        if isinstance(body, BodyRefused):
-            return _error(body.status, body.message, body.headers)
+                return json_error(404, NOT_FOUND)
+            return json_ok(pause_view(found) if isinstance(found, Pause) else ended_view(execution_id, found))
+        body = await json_body(MAX_DECISION_BODY_BYTES)
+        if isinstance(body, Response):
+            return body
         action = body.get("action")
         if action not in DECISIONS:
-            return _error(400, 'Invalid approval response: action must be "accept" or "decline"')
+            return json_error(400, 'Invalid approval response: action must be "accept" or "decline"')
         decided = self._book.decide(execution_id, principal, action)
         if decided is None:
-            return _error(404, NOT_FOUND)
+            return json_error(404, NOT_FOUND)
         if not decided.first:
             return Response(
                 dumps({"error": already_answered(decided), **decided_view(decided)}),
                 status=409,
                 content_type=rules.JSON,
             )
-        return _ok(decided_view(decided))
-
-    async def _principal(self) -> Principal | Response:
-        try:
-            return await self._auth.authenticate(request.headers)
-        except Refused as refused:
-            return _error(refused.envelope.status, refused.message, envelope_headers(refused))
-
-
-def _ok(body: Any) -> Response:
-    return Response(dumps(body), status=200, content_type=rules.JSON, headers={"Cache-Control": "no-store"})
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        dumps({"error": message}),
-        status=status,
-        content_type=rules.JSON,
-        headers={"Cache-Control": "no-store", **(headers or {})},
-    )
+        return json_ok(decided_view(decided))

@@ -15,12 +15,9 @@ non-admin), 404 (no such policy for this bearer), 405 (another method), 413 (a b
 a preflight, never a JSON one). Nothing is written unless the whole request is valid.
 """
 
-from typing import Any
-
 from quart import Response, request
 
-from executor_mcp.auth.principal import Authenticator, Principal
-from executor_mcp.codec import dumps
+from executor_mcp.auth.principal import Authenticator
 from executor_mcp.policies.service import (
     Policies,
     PolicyError,
@@ -34,10 +31,9 @@ from executor_mcp.policies.service import (
     parse_owner,
     parse_tool_path,
 )
-from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.transport import headers as rules
-from executor_mcp.transport.bodies import BodyRefused, read_json_object
+from executor_mcp.transport.json_answers import authenticated, json_body, json_error, json_ok
 
 # A policy request is a few short fields; anything much bigger is not one.
 MAX_POLICY_BODY_BYTES = 64 * 1024
@@ -55,36 +51,36 @@ class PoliciesApi:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in ("GET", "HEAD", "POST"):
-            return _error(405, "Method not allowed", {"Allow": "GET, HEAD, POST, OPTIONS"})
-        principal = await self._principal()
+            return json_error(405, "Method not allowed", {"Allow": "GET, HEAD, POST, OPTIONS"})
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
         if request.method != "POST":
-            return _ok([describe(record) for record in await self._policies.list(principal)])
-        body = await _body()
+            return json_ok([describe(record) for record in await self._policies.list(principal)])
+        body = await json_body(MAX_POLICY_BODY_BYTES)
         if isinstance(body, Response):
             return body
         try:
             record = await self._policies.create(principal, *parse_new(body))
         except PolicyError as exc:
             return _policy_error(exc)
-        return _ok(describe(record))
+        return json_ok(describe(record))
 
     async def item(self, policy_id: str) -> Response:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in ("PATCH", "DELETE"):
-            return _error(405, "Method not allowed", {"Allow": "PATCH, DELETE, OPTIONS"})
-        principal = await self._principal()
+            return json_error(405, "Method not allowed", {"Allow": "PATCH, DELETE, OPTIONS"})
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
-        body = await _body()
+        body = await json_body(MAX_POLICY_BODY_BYTES)
         if isinstance(body, Response):
             return body
         try:
             if request.method == "DELETE":
                 await self._policies.remove(principal, policy_id, parse_owner(body.get("owner")))
-                return _ok({"removed": True})
+                return json_ok({"removed": True})
             move = parse_move(body)
             if move is not None:
                 record = await self._policies.move(principal, policy_id, *move)
@@ -93,14 +89,14 @@ class PoliciesApi:
                 record = await self._policies.update(principal, policy_id, owner, **change)
         except PolicyError as exc:
             return _policy_error(exc)
-        return _ok(describe(record))
+        return json_ok(describe(record))
 
     async def evaluate(self) -> Response:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in ("GET", "HEAD"):
-            return _error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
-        principal = await self._principal()
+            return json_error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
         try:
@@ -109,31 +105,9 @@ class PoliciesApi:
             explanation = await self._policies.explain(principal, tool_id, annotation)
         except PolicyError as exc:
             return _policy_error(exc)
-        return _ok(explanation_json(tool_id, explanation))
-
-    async def _principal(self) -> Principal | Response:
-        try:
-            return await self._auth.authenticate(request.headers)
-        except Refused as refused:
-            return _error(refused.envelope.status, refused.message, envelope_headers(refused))
-
-
-async def _body() -> dict[str, Any] | Response:
-    """The JSON object of a request that changes something, or the refusal to answer instead."""
-    body = await read_json_object(MAX_POLICY_BODY_BYTES, BODY_TIMEOUT_SECONDS)
-    if isinstance(body, BodyRefused):
-        return _error(body.status, body.message, body.headers)
-    return body
+        return json_ok(explanation_json(tool_id, explanation))
 
 
 def _policy_error(exc: PolicyError) -> Response:
     status = 404 if isinstance(exc, PolicyNotFound) else 403 if isinstance(exc, PolicyForbidden) else 400
-    return _error(status, str(exc))
-
-
-def _ok(body: Any) -> Response:
-    return Response(dumps(body), status=200, content_type=rules.JSON)
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps({"error": message}), status=status, content_type=rules.JSON, headers=headers or {})
+    return json_error(status, str(exc))

@@ -14,11 +14,10 @@ from typing import Any
 
 from quart import Quart, Response, request
 
-from executor_mcp.auth.principal import Authenticator, Principal
-from executor_mcp.codec import dumps
-from executor_mcp.protocol.errors import Refused, envelope_headers
+from executor_mcp.auth.principal import Authenticator
 from executor_mcp.sessions.manager import Listed, SessionManager
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.json_answers import authenticated, json_error, json_ok
 
 API_PREFIX = "/api"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -55,34 +54,20 @@ class SessionsApi:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method not in ("GET", "HEAD"):
-            return _error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
-        principal = await self._principal()
+            return json_error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
-        return _ok([listed_json(listed) for listed in await self._manager.owner_listing(principal)])
+        return json_ok([listed_json(listed) for listed in await self._manager.owner_listing(principal)])
 
     async def item(self, session_id: str) -> Response:
         if request.method == "OPTIONS":
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         if request.method != "DELETE":
-            return _error(405, "Method not allowed", {"Allow": "DELETE, OPTIONS"})
-        principal = await self._principal()
+            return json_error(405, "Method not allowed", {"Allow": "DELETE, OPTIONS"})
+        principal = await authenticated(self._auth)
         if isinstance(principal, Response):
             return principal
         if not await self._manager.end_owned(session_id, principal):
-            return _error(404, "Session not found")
-        return _ok({"terminated": True})
-
-    async def _principal(self) -> Principal | Response:
-        try:
-            return await self._auth.authenticate(request.headers)
-        except Refused as refused:
-            return _error(refused.envelope.status, refused.message, envelope_headers(refused))
-
-
-def _ok(body: Any) -> Response:
-    return Response(dumps(body), status=200, content_type=rules.JSON, headers={"Cache-Control": "no-store"})
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps({"error": message}), status=status, content_type=rules.JSON, headers=headers or {})
+            return json_error(404, "Session not found")
+        return json_ok({"terminated": True})

@@ -26,14 +26,12 @@ from typing import Any
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL, Authenticator, BearerAuth, Principal
-from executor_mcp.codec import JsonObject, dumps
-from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refusal, Refused
+from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import ConsoleLinkRecord
-from executor_mcp.transport import headers as rules
-from executor_mcp.transport.bodies import BodyRefused, read_json_object
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, PublicUrl
+from executor_mcp.transport.json_answers import json_body, json_error, json_ok
 from executor_mcp.web.render import STATIC_PREFIX, Asset, load_assets, page_headers, render
 from executor_mcp.web.signin import (
     CSRF_HEADER,
@@ -227,18 +225,18 @@ class Console:
             wanted = safe_next(request.args.get("next"))
             return self.view(None, "signin.html", title="Sign in", page="signin", next=wanted, link=False)
         if (refusal := self.change_refusal(request.headers, None)) is not None:
-            return _error(refusal.value.status, refusal.value.message)
-        body = await _body()
+            return json_error(refusal.value.status, refusal.value.message)
+        body = await json_body(MAX_SIGN_IN_BODY_BYTES)
         if isinstance(body, Response):
             return body
         token = body.get("token")
         if not isinstance(token, str) or not token.strip():
-            return _error(400, "Paste an API key or a bearer token")
+            return json_error(400, "Paste an API key or a bearer token")
         assert self._bearer is not None
         try:
             identity = await self._bearer.identify(token.strip())
         except Refused as refused:
-            return _error(refused.envelope.status, _sign_in_words(refused))
+            return json_error(refused.envelope.status, _sign_in_words(refused))
         via = VIA_API_KEY if identity.api_key_digest is not None else VIA_BEARER
         sign_in = new_sign_in(
             identity.principal,
@@ -256,36 +254,32 @@ class Console:
         if request.method == "GET":
             return self.view(None, "signin.html", title="Sign in", page="signin", next="/", link=True)
         if (refusal := self.change_refusal(request.headers, None)) is not None:
-            return _error(refusal.value.status, refusal.value.message)
+            return json_error(refusal.value.status, refusal.value.message)
         now = self._clock()
         record = await self._control.take_console_link(link_digest(token), now) if len(token) <= 256 else None
         if record is None:
-            return _error(404, "This sign-in link is not valid: it is unknown, has expired or was already used")
+            return json_error(404, "This sign-in link is not valid: it is unknown, has expired or was already used")
         assert self._bearer is not None
         admin = record.admin or self._bearer.members_are_admins
         principal = Principal(account_id=record.account_id, org_id=record.org_id, org_admin=admin)
         try:
             await self._bearer.confirm(principal, None)
         except Refused as refused:
-            return _error(refused.envelope.status, _sign_in_words(refused))
+            return json_error(refused.envelope.status, _sign_in_words(refused))
         log.info("console sign-in of account %s in org %s by a one-time link", record.account_id, record.org_id)
         return self._signed_in(new_sign_in(principal, VIA_LINK, now))
 
     async def _sign_out(self) -> Response:
         visitor = await self.visitor(request.headers)
         if (refusal := self.change_refusal(request.headers, visitor)) is not None:
-            return _error(refusal.value.status, refusal.value.message)
-        return Response(dumps({"signedOut": True}), status=200, content_type=rules.JSON, headers=self._clearing())
+            return json_error(refusal.value.status, refusal.value.message)
+        return json_ok({"signedOut": True}, {"Set-Cookie": clear_cookie(secure=self._secure)})
 
     def _signed_in(self, sign_in: SignIn) -> Response:
-        headers = {"Set-Cookie": self._cookie(sign_in), "Cache-Control": "no-store"}
-        return Response(dumps({"signedIn": True}), status=200, content_type=rules.JSON, headers=headers)
+        return json_ok({"signedIn": True}, {"Set-Cookie": self._cookie(sign_in)})
 
     def _cookie(self, sign_in: SignIn) -> str:
         return set_cookie(seal(self._key, sign_in), sign_in.expires_at - self._clock(), secure=self._secure)
-
-    def _clearing(self) -> dict[str, str]:
-        return {"Set-Cookie": clear_cookie(secure=self._secure), "Cache-Control": "no-store"}
 
 
 class ConsoleCredentials:
@@ -330,19 +324,3 @@ def _sign_in_words(refused: Refused) -> str:
     if refused.refusal is Refusal.AUTH_UNAVAILABLE:
         return refused.message
     return "That token is not valid here: paste an API key from `executor-mcp keys create` or a valid bearer"
-
-
-async def _body() -> JsonObject | Response:
-    body = await read_json_object(MAX_SIGN_IN_BODY_BYTES, BODY_TIMEOUT_SECONDS)
-    if isinstance(body, BodyRefused):
-        return _error(body.status, body.message, body.headers)
-    return body
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        dumps({"error": message}),
-        status=status,
-        content_type=rules.JSON,
-        headers={"Cache-Control": "no-store", **(headers or {})},
-    )
