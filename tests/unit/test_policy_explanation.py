@@ -14,6 +14,7 @@ from executor_mcp.policies.model import (
     explain,
     format_position,
     moved,
+    position_for,
 )
 from executor_mcp.policies.service import PolicyError, explanation_json, parse_move, parse_tool_path
 
@@ -162,6 +163,16 @@ def test_equal_and_hand_written_positions_still_move_exactly_one_place() -> None
     assert order_after(equal, moved(equal, "r0", +1)) == ["r1", "r0", "r2"]
     written = rules_at("a", "b", "c")
     assert order_after(written, moved(written, "r2", -1)) == ["r0", "r2", "r1"]
+
+
+def test_a_hand_written_position_in_other_digits_counts_as_no_number() -> None:
+    # `str.isdigit` holds for "²", which `int` refuses: such a position must not make a move or an add fail.
+    written = rules_at(format_position(1024), "\u00b2", format_position(4096))
+    before = [r.id for r in evaluation_order(written)]
+    assert before == ["r0", "r2", "r1"]
+    assert order_after(written, moved(written, "r2", +1)) == ["r0", "r1", "r2"]
+    assert order_after(written, moved(written, "r1", -1)) == ["r0", "r1", "r2"]
+    assert position_for(written, "a.b") is not None
 
 
 @given(
