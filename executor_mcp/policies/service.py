@@ -142,7 +142,7 @@ def parse_move(values: Mapping[str, Any]) -> tuple[RuleOwner, int] | None:
     if any(values.get(field) is not None for field in ("pattern", "action", "position")):
         raise PolicyError("move cannot be combined with pattern, action or position")
     move = values.get("move")
-    if move not in _MOVES:
+    if not isinstance(move, str) or move not in _MOVES:
         raise PolicyError('move must be "up" or "down"')
     return parse_owner(values.get("owner")), _MOVES[move]
 

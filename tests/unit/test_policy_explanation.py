@@ -201,3 +201,10 @@ def test_a_move_request_comes_alone() -> None:
         parse_move({"owner": "user", "move": "up", "pattern": "a"})
     with pytest.raises(PolicyError, match='"up" or "down"'):
         parse_move({"owner": "user", "move": 2})
+
+
+def test_a_move_that_is_a_list_or_an_object_is_a_bad_request() -> None:
+    # An unhashable value must not reach the dict lookup (a TypeError, so a 500).
+    for move in ([], {}, ["up"]):
+        with pytest.raises(PolicyError, match='"up" or "down"'):
+            parse_move({"owner": "user", "move": move})
