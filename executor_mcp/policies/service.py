@@ -150,10 +150,11 @@ def parse_move(values: Mapping[str, Any]) -> tuple[RuleOwner, int] | None:
 def parse_tool_path(value: Any) -> str:
     """A tool path to evaluate, as policies see it: a sandbox path with or without `tools.` (policy ids
     never carry it)."""
-    if not isinstance(value, str) or not value.strip():
+    tool_id = value.strip().removeprefix(_TOOLS_PREFIX) if isinstance(value, str) else ""
+    if not tool_id:
         raise PolicyError("path must name a tool, such as executor.coreTools.policies.list")
     _check_text("path", value, MAX_PATTERN_LENGTH)
-    return value.strip().removeprefix(_TOOLS_PREFIX)
+    return tool_id
 
 
 def explanation_json(tool_id: str, explanation: Explanation) -> dict[str, Any]:

@@ -121,6 +121,9 @@ def test_a_tool_path_is_read_as_policies_see_it() -> None:
     for bad in (None, "", "  ", 5, "x" * 513, "a\nb"):
         with pytest.raises(PolicyError):
             parse_tool_path(bad)
+    for only_the_prefix in ("tools.", " tools. "):  # names no tool: nothing is left once `tools.` goes
+        with pytest.raises(PolicyError, match="must name a tool"):
+            parse_tool_path(only_the_prefix)
 
 
 # -- moving a rule ----------------------------------------------------------------------------------
