@@ -85,7 +85,9 @@ class BearerAuth:
 
     async def identify(self, token: str) -> Identity:
         """Who a bearer (a JWT or an API key) is, or the refusal; the web console signs in with this too."""
-        if not token or len(token) > MAX_TOKEN_LENGTH:
+        # A header is latin-1, but a sign-in body is JSON, which can carry a lone surrogate: no token is
+        # anything but ASCII, and the digest of such a text cannot even be taken.
+        if not token or len(token) > MAX_TOKEN_LENGTH or not token.isascii():
             raise self._invalid("The bearer token is invalid")
         expires_at, key_digest = None, None
         try:

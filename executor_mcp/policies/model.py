@@ -185,7 +185,7 @@ def position_for(existing: list[Rule], pattern: str) -> str | None:
 
 
 def _numeric(position: str) -> int:
-    return int(position) if position.isdigit() else 0
+    return int(position) if position.isascii() and position.isdigit() else 0
 
 
 def _place(rule: Rule) -> tuple[str, str]:

@@ -142,7 +142,7 @@ def parse_move(values: Mapping[str, Any]) -> tuple[RuleOwner, int] | None:
     if any(values.get(field) is not None for field in ("pattern", "action", "position")):
         raise PolicyError("move cannot be combined with pattern, action or position")
     move = values.get("move")
-    if move not in _MOVES:
+    if not isinstance(move, str) or move not in _MOVES:
         raise PolicyError('move must be "up" or "down"')
     return parse_owner(values.get("owner")), _MOVES[move]
 
@@ -150,10 +150,11 @@ def parse_move(values: Mapping[str, Any]) -> tuple[RuleOwner, int] | None:
 def parse_tool_path(value: Any) -> str:
     """A tool path to evaluate, as policies see it: a sandbox path with or without `tools.` (policy ids
     never carry it)."""
-    if not isinstance(value, str) or not value.strip():
+    tool_id = value.strip().removeprefix(_TOOLS_PREFIX) if isinstance(value, str) else ""
+    if not tool_id:
         raise PolicyError("path must name a tool, such as executor.coreTools.policies.list")
     _check_text("path", value, MAX_PATTERN_LENGTH)
-    return value.strip().removeprefix(_TOOLS_PREFIX)
+    return tool_id
 
 
 def explanation_json(tool_id: str, explanation: Explanation) -> dict[str, Any]:

@@ -338,7 +338,7 @@ class IntegrationsApi:
 
     async def _preview(self, principal: Principal, body: JsonObject) -> JsonObject:
         raw = request.args.get("toolNames") or ""
-        names = int(raw) if raw.isdigit() and len(raw) <= 3 else 0
+        names = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 3 else 0
         return await self._integrations.preview_openapi(principal, body, tool_names=names)
 
     async def _add_spec(self, principal: Principal, body: JsonObject) -> JsonObject:

@@ -115,7 +115,7 @@ def window(items: Sequence[Any], page: int, size: int) -> Window:
 
 
 def page_number(raw: str | None) -> int:
-    return int(raw) if raw is not None and raw.isdigit() and len(raw) <= 6 else 1
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() and len(raw) <= 6 else 1
 
 
 def page_link(path: str, query: str, page: int) -> str:

@@ -179,3 +179,20 @@ async def test_a_large_integration_is_paged_and_its_preview_names_a_few_tools(
     assert last.count('<li class="tool">') == 20
     assert 'id="next"' not in last
     assert "101&ndash;120 of 120" in last
+
+
+async def test_odd_page_and_tool_name_counts_are_ignored_not_a_server_error(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    base = executor.running.url
+    alice = await visitor(http, base, mint("alice", "acme", role="admin"))
+    page = await http.get(base + "/integrations/executor", params={"page": "\u00b2"}, headers=alice.headers())
+    assert page.status_code == 200
+    assert page.text.count('<li class="tool">') > 1
+    spec = {
+        "kind": "blob",
+        "value": json.dumps({"openapi": "3.0.0", "info": {"title": "T", "version": "1"}, "paths": {}}),
+    }
+    preview = await call(http, alice, "POST", "/api/openapi/preview?toolNames=%C2%B2", {"spec": spec})
+    assert preview.status_code == 200, preview.text
+    assert "toolNames" not in preview.json()

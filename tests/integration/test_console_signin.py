@@ -84,6 +84,14 @@ async def test_a_sign_in_post_from_another_origin_or_without_one_is_refused(
     bad = await http.post(f"{base}/signin", json={"token": "exk_nope_nope"}, headers={"origin": base})
     assert bad.status_code == 401
     assert "not valid" in bad.json()["error"]
+    # JSON may escape a lone surrogate, which no token holds and UTF-8 cannot encode: refused, not a 500.
+    lone = await http.post(
+        f"{base}/signin",
+        content=b'{"token": "exk_\\ud800"}',
+        headers={"origin": base, "content-type": "application/json"},
+    )
+    assert lone.status_code == 401
+    assert "not valid" in lone.json()["error"]
 
 
 async def test_sign_out_needs_the_token_and_clears_the_cookie(

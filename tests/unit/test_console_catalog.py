@@ -68,6 +68,11 @@ def test_a_window_is_one_page_of_the_items_and_a_page_past_the_end_is_the_last()
 def test_a_page_number_is_a_short_count_else_the_first_page() -> None:
     assert [page_number(raw) for raw in ("3", None, "", "-1", "x", "9" * 7)] == [3, 1, 1, 1, 1, 1]
     assert page_link("/integrations/shop", "", 1) == "/integrations/shop"
+
+
+def test_a_page_number_in_other_digits_is_the_first_page() -> None:
+    # `str.isdigit` holds for superscripts and other digits `int` refuses: `?page=²` must not be a 500.
+    assert [page_number(raw) for raw in ("\u00b2", "\u0663", "1\u00b2")] == [1, 1, 1]
     assert page_link("/integrations/shop", "get order&x", 2) == "/integrations/shop?query=get+order%26x&page=2"
 
 

@@ -14,6 +14,7 @@ from executor_mcp.policies.model import (
     explain,
     format_position,
     moved,
+    position_for,
 )
 from executor_mcp.policies.service import PolicyError, explanation_json, parse_move, parse_tool_path
 
@@ -120,6 +121,9 @@ def test_a_tool_path_is_read_as_policies_see_it() -> None:
     for bad in (None, "", "  ", 5, "x" * 513, "a\nb"):
         with pytest.raises(PolicyError):
             parse_tool_path(bad)
+    for only_the_prefix in ("tools.", " tools. "):  # names no tool: nothing is left once `tools.` goes
+        with pytest.raises(PolicyError, match="must name a tool"):
+            parse_tool_path(only_the_prefix)
 
 
 # -- moving a rule ----------------------------------------------------------------------------------
@@ -164,6 +168,16 @@ def test_equal_and_hand_written_positions_still_move_exactly_one_place() -> None
     assert order_after(written, moved(written, "r2", -1)) == ["r0", "r2", "r1"]
 
 
+def test_a_hand_written_position_in_other_digits_counts_as_no_number() -> None:
+    # `str.isdigit` holds for "²", which `int` refuses: such a position must not make a move or an add fail.
+    written = rules_at(format_position(1024), "\u00b2", format_position(4096))
+    before = [r.id for r in evaluation_order(written)]
+    assert before == ["r0", "r2", "r1"]
+    assert order_after(written, moved(written, "r2", +1)) == ["r0", "r1", "r2"]
+    assert order_after(written, moved(written, "r1", -1)) == ["r0", "r1", "r2"]
+    assert position_for(written, "a.b") is not None
+
+
 @given(
     positions=st.lists(
         st.one_of(st.integers(1, 5000).map(format_position), st.sampled_from(["1", "z", "00"])), min_size=1, max_size=7
@@ -190,3 +204,10 @@ def test_a_move_request_comes_alone() -> None:
         parse_move({"owner": "user", "move": "up", "pattern": "a"})
     with pytest.raises(PolicyError, match='"up" or "down"'):
         parse_move({"owner": "user", "move": 2})
+
+
+def test_a_move_that_is_a_list_or_an_object_is_a_bad_request() -> None:
+    # An unhashable value must not reach the dict lookup (a TypeError, so a 500).
+    for move in ([], {}, ["up"]):
+        with pytest.raises(PolicyError, match='"up" or "down"'):
+            parse_move({"owner": "user", "move": move})
