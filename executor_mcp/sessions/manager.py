@@ -368,6 +368,9 @@ class SessionManager:
                     await file.close()
         except MissingSessionFile:
             return None
+        except Exception:  # a damaged file hides its client; it must not hide the owner's other sessions
+            log.exception("session %s: its meta could not be read for a listing", session_id)
+            return None
         finally:
             if self._sessions.get(session_id) is peek and not peek.lifecycle.outlives_runtime:
                 del self._sessions[session_id]

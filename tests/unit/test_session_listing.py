@@ -123,3 +123,21 @@ async def test_a_stored_session_is_ended_without_being_used(
         while await control.get_session(session_id) is not None:  # noqa: ASYNC110
             await trio.sleep(0.01)
     assert await manager.owner_listing(ALICE) == []
+
+
+async def test_a_damaged_session_file_hides_only_its_own_client(
+    nursery: trio.Nursery, control: ControlPlane, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = await _start(nursery, control, tmp_path)
+    damaged, sound = await _open(first, ALICE), await _open(first, ALICE)
+    await first.shutdown(grace=0)
+    manager = await _start(nursery, control, tmp_path)
+    path = manager._path(damaged)
+    target = path / "data.mdb" if path.is_dir() else path
+    target.write_bytes(b"not an LMDB file " * 512)
+    listing = {listed.record.session_id: listed for listed in await manager.owner_listing(ALICE)}
+    assert set(listing) == {damaged, sound}
+    assert listing[damaged].meta is None
+    assert listing[damaged].state is State.DISPOSED
+    assert listing[sound].meta is not None
+    assert "could not be read for a listing" in caplog.text
