@@ -115,6 +115,8 @@ class Console:
         sign_in = unseal(self._key, cookie_value(headers.get("cookie")), self._clock())
         if sign_in is None or (sign_in.via == VIA_LOCAL) != self.local:
             return None
+        if self._bearer is not None and sign_in.members_admins != self._bearer.members_are_admins:
+            return None  # made before `--org-admin-claim` was turned on or off: its admin role says nothing now
         if self._bearer is not None:
             try:
                 await self._bearer.confirm(sign_in.principal, sign_in.api_key_digest)
@@ -244,6 +246,7 @@ class Console:
             self._clock(),
             until=identity.expires_at,
             api_key_digest=identity.api_key_digest,
+            members_admins=self._bearer.members_are_admins,
         )
         log.info("console sign-in of account %s in org %s (%s)", sign_in.account_id, sign_in.org_id, via)
         return self._signed_in(sign_in)
@@ -267,7 +270,7 @@ class Console:
         except Refused as refused:
             return json_error(refused.envelope.status, _sign_in_words(refused))
         log.info("console sign-in of account %s in org %s by a one-time link", record.account_id, record.org_id)
-        return self._signed_in(new_sign_in(principal, VIA_LINK, now))
+        return self._signed_in(new_sign_in(principal, VIA_LINK, now, members_admins=self._bearer.members_are_admins))
 
     async def _sign_out(self) -> Response:
         visitor = await self.visitor(request.headers)

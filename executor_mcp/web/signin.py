@@ -55,6 +55,9 @@ class SignIn:
     expires_at: float
     nonce: str
     api_key_digest: str | None = None  # the pasted key's lookup digest (never the key), to notice a revocation
+    # Whether every member was an admin when it was made (no `--org-admin-claim`): `org_admin` is only as good
+    # as that rule, so the console drops a sign-in made under another one.
+    members_admins: bool = True
 
     @property
     def principal(self) -> Owner:
@@ -62,7 +65,13 @@ class SignIn:
 
 
 def new_sign_in(
-    principal: Owner, via: str, now: float, *, until: float | None = None, api_key_digest: str | None = None
+    principal: Owner,
+    via: str,
+    now: float,
+    *,
+    until: float | None = None,
+    api_key_digest: str | None = None,
+    members_admins: bool = True,
 ) -> SignIn:
     """A sign-in for `principal` from now until `SIGN_IN_SECONDS` later, or `until` when that is sooner."""
     expires = now + SIGN_IN_SECONDS if until is None else min(until, now + SIGN_IN_SECONDS)
@@ -75,6 +84,7 @@ def new_sign_in(
         expires_at=expires,
         nonce=secrets.token_urlsafe(18),
         api_key_digest=api_key_digest,
+        members_admins=members_admins,
     )
 
 

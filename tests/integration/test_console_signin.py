@@ -192,3 +192,18 @@ async def test_console_link_refuses_bad_input(tmp_path: Path) -> None:
         "console-link", "--user", "a", "--org", "b", "--expires", "1e9", "--data-dir", str(tmp_path)
     )
     assert forever.returncode == 2
+
+
+async def test_a_sign_in_made_before_an_admin_claim_was_set_is_dropped(
+    nursery: trio.Nursery, tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    """Without `--org-admin-claim` every member signs in as an admin; once the claim is set, that cookie's
+    admin role means nothing, so the visitor signs in again (and gets the role the claim gives)."""
+    data_dir = tmp_path / "data"
+    before = await console_server(nursery, data_dir, tmp_path)
+    alice = await visitor(http, before.running.url, mint("alice", "acme"))
+    assert (await http.get(f"{before.running.url}/", headers=alice.headers())).status_code == 200
+    await before.stop()
+    after = await console_server(nursery, data_dir, tmp_path, org_admin_claim=("org_role", "admin"))
+    kept = await http.get(f"{after.running.url}/", headers=alice.headers())
+    assert kept.status_code == 303
