@@ -315,6 +315,8 @@ class Run:
             answer = None
             with self._lease(), self._slot.pausing(pause.id), trio.move_on_after(window):
                 answer = await pause.answer.wait()
+            # An answer given after the deadline fired but before this task woke was already told it counts.
+            answer = answer or pause.answer.value
             if answer is None:
                 # Nobody answered in time: the execution ends, and a late resume hears it expired.
                 self._book.expire(pause)

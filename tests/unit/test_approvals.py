@@ -316,3 +316,32 @@ async def test_an_unanswered_browser_pause_expires_with_the_window() -> None:
         late = await book.resume(execution, ALICE, None)
     assert late["structuredContent"]["status"] == "execution_expired"
     assert book.pending(ALICE) == []
+
+
+async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(autojump_clock: object) -> None:
+    """A decision that lands after the window's deadline fired but before the run noticed must not be told
+    "approved" while the run goes on to expire the pause (the tool would never run). Both orders are tried:
+    the two wake-ups fall in one scheduler batch, which trio runs in either order."""
+    window = 10.0
+    for _ in range(40):
+        book = Book(approval_window=window)
+        slot = Admission(1).admit(ALICE)
+        assert isinstance(slot, Slot)
+        run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
+        ran = []
+        decided = []
+
+        async def body(run: Run = run, ran: list = ran) -> dict:
+            await run.gate(ASKED)
+            ran.append("ran")
+            return DONE
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run.drive, body, lambda: REFUSED)
+            execution = (await run.next.wait())["structuredContent"]["executionId"]
+            await trio.sleep(window)  # wakes in the same batch as the gate's deadline
+            decided.append(book.decide(execution, ALICE, "accept"))
+        (decision,) = decided
+        assert decision is not None
+        told_approved = decision.first and decision.outcome == "approved"
+        assert told_approved == (ran == ["ran"]), (decision, ran)
