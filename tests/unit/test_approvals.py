@@ -345,3 +345,32 @@ async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(au
         assert decision is not None
         told_approved = decision.first and decision.outcome == "approved"
         assert told_approved == (ran == ["ran"]), (decision, ran)
+
+
+async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved() -> None:
+    """Approved, then the session closed while the tool ran: the page must not say nobody answered."""
+    book = Book(approval_window=60)
+    slot = Admission(1).admit(ALICE)
+    assert isinstance(slot, Slot)
+    run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
+    running = trio.Event()
+
+    async def body() -> dict:
+        await run.gate(ASKED)
+        running.set()
+        await trio.sleep_forever()
+        return DONE
+
+    async with trio.open_nursery() as session:
+        session.start_soon(run.drive, body, lambda: REFUSED)
+        execution = (await run.next.wait())["structuredContent"]["executionId"]
+        assert book.decide(execution, ALICE, "accept") is not None
+        await running.wait()
+        session.cancel_scope.cancel()
+    ended = book.lookup(execution, ALICE)
+    assert isinstance(ended, Ended)
+    assert ended.outcome == "approved"
+    late = book.decide(execution, ALICE, "decline")
+    assert late is not None
+    assert already_answered(late) == "This approval was already answered: approved on the approvals page"
+    assert (await book.resume(execution, ALICE, None))["structuredContent"]["status"] == "execution_expired"
