@@ -168,7 +168,7 @@ class Book:
         ended = Ended(
             pause.owner,
             expired=False,
-            answer=pause.answer.value if pause.answer.done else None,
+            answer=_how_answered(pause),
             led_to=led_to if isinstance(led_to, str) else None,
             next_id=next_id if isinstance(next_id, str) and next_id != pause.id else None,
         )
@@ -179,7 +179,7 @@ class Book:
         (its session closed) first, which a page tells apart, keeping any answer it was given."""
         if self._live.get(pause.id) is pause:
             self._close(pause)
-            ended = Ended(pause.owner, expired=True, answer=pause.answer.value, ran_out=ran_out)
+            ended = Ended(pause.owner, expired=True, answer=_how_answered(pause), ran_out=ran_out)
             _remember(self._memory_of(pause.owner).ended, pause.id, ended, REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
@@ -254,6 +254,13 @@ def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -
     memory.move_to_end(key)
     while len(memory) > limit:
         memory.popitem(last=False)
+
+
+def _how_answered(pause: Pause) -> Answer | None:
+    """Who answered `pause` and how, for its `Ended`: without the answer's content, which may be as large as a
+    request and would be kept with each of the many ended pauses remembered."""
+    answer = pause.answer.value
+    return attrs.evolve(answer, content=None) if answer is not None else None
 
 
 class Run:

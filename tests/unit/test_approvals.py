@@ -374,3 +374,17 @@ async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved
     assert late is not None
     assert already_answered(late) == "This approval was already answered: approved on the approvals page"
     assert (await book.resume(execution, ALICE, None))["structuredContent"]["status"] == "execution_expired"
+
+
+async def test_an_ended_pause_does_not_keep_the_content_of_its_answer() -> None:
+    """A book remembers 1024 ended pauses per owner: the model's `content` (up to a request body of JSON) must
+    not be kept with each, only who answered and how."""
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    bulky = {"blob": "x" * 100_000}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gate, book, pause)
+        assert await book.resume("exec_1", ALICE, Answer("accept", bulky)) == DONE
+    ended = book.lookup("exec_1", ALICE)
+    assert isinstance(ended, Ended)
+    assert ended.answer == Answer("accept", None, by=AGENT)
