@@ -108,14 +108,15 @@ class Ended:
     owner: Owner
     expired: bool  # else settled
     answer: Answer | None = None  # None: nobody answered
+    ran_out: bool = True  # expired because the approval window closed, not because its execution ended
     led_to: str | None = None  # the status of what answering led to: "completed", "error", or a new pause's
     next_id: str | None = None  # that new pause, when the execution paused again
 
     @property
     def outcome(self) -> str:
-        if self.expired:
-            return EXPIRED
-        return OUTCOMES[self.answer.action] if self.answer is not None else ENDED
+        if self.answer is not None:
+            return OUTCOMES[self.answer.action]
+        return EXPIRED if self.expired and self.ran_out else ENDED
 
 
 @attrs.frozen
@@ -167,16 +168,19 @@ class Book:
         ended = Ended(
             pause.owner,
             expired=False,
-            answer=pause.answer.value if pause.answer.done else None,
+            answer=_how_answered(pause),
             led_to=led_to if isinstance(led_to, str) else None,
             next_id=next_id if isinstance(next_id, str) and next_id != pause.id else None,
         )
         _remember(memory.ended, pause.id, ended, REMEMBERED)
 
-    def expire(self, pause: Pause) -> None:
+    def expire(self, pause: Pause, *, ran_out: bool = True) -> None:
+        """`pause` is over with no result for its resume: its window closed (`ran_out`), or its execution ended
+        (its session closed) first, which a page tells apart, keeping any answer it was given."""
         if self._live.get(pause.id) is pause:
             self._close(pause)
-            _remember(self._memory_of(pause.owner).ended, pause.id, Ended(pause.owner, expired=True), REMEMBERED)
+            ended = Ended(pause.owner, expired=True, answer=_how_answered(pause), ran_out=ran_out)
+            _remember(self._memory_of(pause.owner).ended, pause.id, ended, REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
     async def resume(self, execution_id: str, owner: Owner, answer: Answer | None) -> JsonObject:
@@ -252,6 +256,13 @@ def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -
         memory.popitem(last=False)
 
 
+def _how_answered(pause: Pause) -> Answer | None:
+    """Who answered `pause` and how, for its `Ended`: without the answer's content, which may be as large as a
+    request and would be kept with each of the many ended pauses remembered."""
+    answer = pause.answer.value
+    return attrs.evolve(answer, content=None) if answer is not None else None
+
+
 class Run:
     """One execution; `drive` runs it, `gate` and `ask_inline` are the approval gates its tool calls pass.
 
@@ -294,7 +305,7 @@ class Run:
         finally:
             self._slot.release()
             if self._resolving is not None and not self._resolving.resolution.done:
-                self._book.expire(self._resolving)  # the run ended under a pending resume: tell it
+                self._book.expire(self._resolving, ran_out=False)  # the run ended under a pending resume: tell it
 
     async def gate(self, interaction: Interaction) -> None:
         """Pause until a human answers; concurrent gated calls of one execution queue here."""
@@ -315,6 +326,8 @@ class Run:
             answer = None
             with self._lease(), self._slot.pausing(pause.id), trio.move_on_after(window):
                 answer = await pause.answer.wait()
+            # An answer given after the deadline fired but before this task woke was already told it counts.
+            answer = answer or pause.answer.value
             if answer is None:
                 # Nobody answered in time: the execution ends, and a late resume hears it expired.
                 self._book.expire(pause)

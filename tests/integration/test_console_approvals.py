@@ -328,3 +328,38 @@ async def test_an_unanswered_browser_pause_expires_with_the_window(
         assert refused.status_code == 409
         assert refused.json()["error"] == "This approval is no longer waiting: it expired before anyone answered"
     assert await own_policies(http, server) == []
+
+
+async def test_a_pause_whose_session_was_terminated_ends_and_cannot_be_approved(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    """The owning session is terminated while a resume from another session of the account waits: the
+    resume is answered (it does not hang), the page says the execution ended (nobody let it expire), and a
+    late Approve is refused without running the tool."""
+    base = executor.running.url
+    alice = await visitor(http, base, ALICE)
+    async with (
+        connect(mcp_url(executor), headers=bearer(ALICE), mode="legacy") as (owner, ids),
+        connect(mcp_url(executor), headers=bearer(ALICE), mode="legacy") as (other, _),
+    ):
+        execution = await paused(owner)
+        results: list[Any] = []
+
+        async def wait_in_another_session() -> None:
+            results.append(await other.call_tool("resume", {"executionId": execution}))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait_in_another_session)
+            await trio.sleep(0.2)
+            ended = await http.delete(f"{base}/api/sessions/{ids.session_id}", headers=alice.headers())
+            assert ended.status_code == 200
+        (late,) = results
+        assert late.is_error
+        assert late.structured_content["status"] == "execution_expired"
+        view = (await http.get(f"{base}/api/approvals/{execution}", headers=alice.headers())).json()
+        assert view["outcome"] == "ended"
+        refused = await decide(http, alice, execution, "accept")
+        assert refused.status_code == 409
+        assert refused.json()["error"] == "This approval is no longer waiting: it ended before anyone answered"
+        assert (await http.get(f"{base}/api/approvals", headers=alice.headers())).json() == []
+    assert await own_policies(http, executor) == []

@@ -316,3 +316,75 @@ async def test_an_unanswered_browser_pause_expires_with_the_window() -> None:
         late = await book.resume(execution, ALICE, None)
     assert late["structuredContent"]["status"] == "execution_expired"
     assert book.pending(ALICE) == []
+
+
+async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(autojump_clock: object) -> None:
+    """A decision that lands after the window's deadline fired but before the run noticed must not be told
+    "approved" while the run goes on to expire the pause (the tool would never run). Both orders are tried:
+    the two wake-ups fall in one scheduler batch, which trio runs in either order."""
+    window = 10.0
+    for _ in range(40):
+        book = Book(approval_window=window)
+        slot = Admission(1).admit(ALICE)
+        assert isinstance(slot, Slot)
+        run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
+        ran = []
+        decided = []
+
+        async def body(run: Run = run, ran: list = ran) -> dict:
+            await run.gate(ASKED)
+            ran.append("ran")
+            return DONE
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run.drive, body, lambda: REFUSED)
+            execution = (await run.next.wait())["structuredContent"]["executionId"]
+            await trio.sleep(window)  # wakes in the same batch as the gate's deadline
+            decided.append(book.decide(execution, ALICE, "accept"))
+        (decision,) = decided
+        assert decision is not None
+        told_approved = decision.first and decision.outcome == "approved"
+        assert told_approved == (ran == ["ran"]), (decision, ran)
+
+
+async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved() -> None:
+    """Approved, then the session closed while the tool ran: the page must not say nobody answered."""
+    book = Book(approval_window=60)
+    slot = Admission(1).admit(ALICE)
+    assert isinstance(slot, Slot)
+    run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
+    running = trio.Event()
+
+    async def body() -> dict:
+        await run.gate(ASKED)
+        running.set()
+        await trio.sleep_forever()
+        return DONE
+
+    async with trio.open_nursery() as session:
+        session.start_soon(run.drive, body, lambda: REFUSED)
+        execution = (await run.next.wait())["structuredContent"]["executionId"]
+        assert book.decide(execution, ALICE, "accept") is not None
+        await running.wait()
+        session.cancel_scope.cancel()
+    ended = book.lookup(execution, ALICE)
+    assert isinstance(ended, Ended)
+    assert ended.outcome == "approved"
+    late = book.decide(execution, ALICE, "decline")
+    assert late is not None
+    assert already_answered(late) == "This approval was already answered: approved on the approvals page"
+    assert (await book.resume(execution, ALICE, None))["structuredContent"]["status"] == "execution_expired"
+
+
+async def test_an_ended_pause_does_not_keep_the_content_of_its_answer() -> None:
+    """A book remembers 1024 ended pauses per owner: the model's `content` (up to a request body of JSON) must
+    not be kept with each, only who answered and how."""
+    book = Book(approval_window=60)
+    pause = opened(book, ALICE, "exec_1")
+    bulky = {"blob": "x" * 100_000}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gate, book, pause)
+        assert await book.resume("exec_1", ALICE, Answer("accept", bulky)) == DONE
+    ended = book.lookup("exec_1", ALICE)
+    assert isinstance(ended, Ended)
+    assert ended.answer == Answer("accept", None, by=AGENT)
