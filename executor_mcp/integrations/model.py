@@ -64,6 +64,11 @@ class AuthMethod:
                 seen.setdefault(placement.input, None)
         return tuple(seen)
 
+    def input_places(self, variable: str) -> str:
+        """Where an input goes, for the person pasting it: `header x-api-key`, `query api_key`."""
+        places = [f"{place.carrier} {place.name}" for place in self.placements if place.input == variable]
+        return ", ".join(places)
+
 
 @attrs.frozen
 class ToolDef:

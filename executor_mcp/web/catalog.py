@@ -30,7 +30,6 @@ from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.typescript import TOOL_DEFINITIONS, signature
 from executor_mcp.transport.integrations_api import MAX_SPEC_BODY_BYTES, tool_matches
 from executor_mcp.web.console import Console
-from executor_mcp.web.pages import input_places
 from executor_mcp.web.signin import SignIn
 
 # A large spec has thousands of tools: a page renders this many, with links to the others.
@@ -145,7 +144,7 @@ def template_choices(record: IntegrationRecord) -> tuple[TemplateChoice, ...]:
     choices = []
     for method, described in zip(record.auth_methods, describe_methods(record.auth_methods), strict=True):
         if method.kind == NO_AUTH or (method.kind == "apikey" and method.inputs):
-            fields = tuple((variable, input_places(method, variable)) for variable in method.inputs)
+            fields = tuple((variable, method.input_places(variable)) for variable in method.inputs)
             choices.append(TemplateChoice(method.slug, described["label"], fields))
     return tuple(choices)
 

@@ -10,13 +10,15 @@ The token is the credential: it names the principal the connection is created fo
 not this server's is refused whatever the auth mode, as a CSRF check. Everything a post can get wrong is
 checked before the token is redeemed, so a typo costs no link; the redemption itself has no await between
 looking the token up and removing it, so of two concurrent posts exactly one creates the connection.
-Nothing logs a value or a token (only its `handoff_id`); answers carry `security_headers` and no CORS.
+Nothing logs a value or a token (only its `handoff_id`). Every answer, JSON included, carries the console's
+`page_headers` (no referrer and no caching: the path holds the token) and no CORS. The pages are the console's
+templates with nobody signed in (no bar, no CSRF token: the page's `static/connect.js` sends no cookie).
 """
 
 import json
 import logging
-import secrets
 
+import attrs
 import trio
 from quart import Quart, Response, request
 
@@ -37,7 +39,7 @@ from executor_mcp.integrations.wire import connection_json
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.browser import BrowserGuard
-from executor_mcp.web.pages import NOT_VALID, ConnectView, connect_page, not_valid_page, security_headers
+from executor_mcp.web.render import page_headers, render
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,44 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 DEFAULT_CONNECTION_NAME = "main"
 HTML = "text/html; charset=utf-8"
+NOT_VALID = (
+    "This connect link is not valid: it is unknown, has expired or was already used. Ask the agent for a new one."
+)
+
+
+@attrs.frozen
+class ConnectView:
+    """What the connect page shows: names, never values."""
+
+    integration_name: str
+    integration_slug: str
+    method: AuthMethod
+    owner: str
+    account: str
+    org: str
+    default_name: str
+    minutes_left: int
+
+
+def connect_page(view: ConnectView) -> str:
+    method = view.method
+    return _page(
+        "connect.html",
+        f"Connect {view.integration_name}",
+        view=view,
+        method_name=method.label or method.slug,
+        fields=[(variable, method.input_places(variable)) for variable in method.inputs],
+    )
+
+
+def not_valid_page() -> str:
+    heading = "Connect link not valid"
+    return _page("message.html", heading, heading=heading, text=NOT_VALID, scripts=())
+
+
+def _page(page: str, title: str, scripts: tuple[str, ...] = ("connect.js",), **values: object) -> str:
+    """The console's frame with nobody signed in: the link's holder may have no account in this browser."""
+    return render(page, title=title, page="connect", scripts=scripts, styles=(), visitor=None, csrf="", **values)
 
 
 class ConnectPage:
@@ -68,11 +108,10 @@ class ConnectPage:
         return await self._page(token)
 
     async def _page(self, token: str) -> Response:
-        nonce = secrets.token_urlsafe(18)
         handoff = self._book.peek(token)
         found = await self._target(handoff) if handoff is not None else None
         if handoff is None or found is None:
-            return Response(not_valid_page(nonce), status=404, content_type=HTML, headers=security_headers(nonce))
+            return Response(not_valid_page(), status=404, content_type=HTML, headers=page_headers())
         integration, method = found
         view = ConnectView(
             integration_name=integration.name,
@@ -84,7 +123,7 @@ class ConnectPage:
             default_name=free_name(_wanted_name(handoff), await self._taken(handoff)),
             minutes_left=max(1, round(self._book.remaining(handoff) / 60)),
         )
-        return Response(connect_page(view, nonce), status=200, content_type=HTML, headers=security_headers(nonce))
+        return Response(connect_page(view), status=200, content_type=HTML, headers=page_headers())
 
     async def _post(self, token: str) -> Response:
         origin = request.headers.get("origin")
@@ -117,7 +156,7 @@ class ConnectPage:
             log.info("handoff %s used, but its connection was refused: %s", handoff_id(token), error.tag)
             return _error(error.status, error.message)
         log.info("handoff %s used: created %s", handoff_id(token), record.address)
-        return Response(dumps(connection_json(record)), status=200, content_type=rules.JSON, headers=security_headers())
+        return Response(dumps(connection_json(record)), status=200, content_type=rules.JSON, headers=page_headers())
 
     async def _target(self, handoff: Handoff) -> tuple[IntegrationRecord, AuthMethod] | None:
         """The integration and template a handoff connects, unless they have gone since it was issued."""
@@ -164,5 +203,5 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
         dumps({"error": message}),
         status=status,
         content_type=rules.JSON,
-        headers={**security_headers(), **(headers or {})},
+        headers={**page_headers(), **(headers or {})},
     )

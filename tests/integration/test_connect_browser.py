@@ -40,12 +40,13 @@ async def test_a_person_pastes_the_key_in_a_browser_and_the_agent_calls_with_it(
     async with chromium() as browser:
         page = await browser.new_page()
         await page.navigate(data["url"])
-        assert await page.evaluate("document.title") == "Connect Orders API"
+        assert await page.evaluate("document.title") == "Connect Orders API \u00b7 executor-mcp"
         fields = await page.evaluate(
             "Array.from(document.querySelectorAll('input')).map((field) => [field.id, field.type])"
         )
         assert fields == [["name", "text"], ["input-0", "password"]]
         assert await page.evaluate("document.getElementById('name').value") == "Shop key"
+        await page.screenshots("connect-page")
         await page.evaluate(
             f"document.querySelector('input[data-input=\"token\"]').value = {json.dumps(SECRET + chr(10))};"
             "document.getElementById('connect').requestSubmit();"
@@ -54,10 +55,12 @@ async def test_a_person_pastes_the_key_in_a_browser_and_the_agent_calls_with_it(
         assert address == "tools.orders.user.shopKey"
         assert await page.evaluate("document.getElementById('connect').hidden") is True
         assert await page.evaluate("document.querySelector('input[data-input]').value") == ""
+        await page.screenshots("connect-page-done")
         violations = [entry for entry in page.log if "Content Security Policy" in json.dumps(entry)]
         assert violations == []
         await page.navigate(data["url"])
-        assert await page.evaluate("document.title") == "Connect link not valid"
+        assert await page.evaluate("document.title") == "Connect link not valid \u00b7 executor-mcp"
+        await page.screenshots("connect-not-valid")
     called = await run(client, 'return await tools.orders.user.shopKey.orders.getOrder({ orderId: "9" });')
     assert called["ok"] is True
     assert called["data"] == {"id": "9", "status": "shipped"}

@@ -84,11 +84,20 @@ async def test_an_agent_hands_off_a_key_and_its_next_call_reaches_the_upstream_w
     assert page.headers["referrer-policy"] == "no-referrer"
     assert page.headers["x-frame-options"] == "DENY"
     csp = page.headers["content-security-policy"]
-    (nonce,) = set(re.findall(r"'nonce-([^']+)'", csp))
     assert "default-src 'none'" in csp
+    assert "script-src 'self';" in csp
+    assert "style-src 'self';" in csp
     assert "frame-ancestors 'none'" in csp
-    assert page.text.count("<script") == 1
-    assert f'<script nonce="{nonce}">' in page.text
+    assert "'unsafe-inline'" not in csp
+    assert "nonce-" not in csp
+    # No inline script or style: every script is a packaged file, and nothing styles itself.
+    assert re.findall(r"<script[^>]*>", page.text) == [
+        '<script src="/static/console.js" defer>',
+        '<script src="/static/connect.js" defer>',
+    ]
+    assert page.text.count("</script>") == 2
+    assert "<style" not in page.text
+    assert " style=" not in page.text
     assert re.search(r'<input id="input-0" type="password" data-input="token"', page.text)
     assert "Orders API" in page.text
     assert "apikey-0" in page.text
