@@ -38,7 +38,7 @@ def page_headers() -> dict[str, str]:
     return {
         "Content-Security-Policy": (
             "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'"
         ),
         "Cache-Control": "no-store",
         "Referrer-Policy": "no-referrer",
