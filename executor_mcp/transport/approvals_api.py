@@ -22,7 +22,7 @@ from executor_mcp.execution.results import iso
 from executor_mcp.execution.runs import AGENT, OUTCOMES, Book, Decided, Ended, Pause
 from executor_mcp.tools.context import arguments_preview
 from executor_mcp.transport import headers as rules
-from executor_mcp.transport.json_answers import authenticated, json_body, json_error, json_ok
+from executor_mcp.transport.json_answers import admitted, json_body, json_error, json_ok
 
 PATH = "/api/approvals"
 # A decision is one short field.
@@ -94,19 +94,13 @@ class ApprovalsApi:
         )
 
     async def collection(self) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method != "GET":
-            return json_error(405, "Method not allowed", {"Allow": "GET, OPTIONS"})
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("GET",))
         if isinstance(principal, Response):
             return principal
         return json_ok([pause_view(pause) for pause in self._book.pending(principal)])
 
     async def item(self, execution_id: str) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("GET", "POST"))
         if isinstance(principal, Response):
             return principal
         if request.method == "GET":

@@ -36,3 +36,13 @@ async def json_body(limit: int) -> dict[str, Any] | Response:
     """The JSON object of a change (bounded in size and time, JSON only), or its refusal to answer instead."""
     body = await read_json_object(limit, BODY_TIMEOUT_SECONDS)
     return json_error(body.status, body.message, body.headers) if isinstance(body, BodyRefused) else body
+
+
+async def admitted(authenticator: Authenticator, methods: tuple[str, ...]) -> Principal | Response:
+    """The principal of a request to a route that serves `methods`; or what to answer instead: the preflight
+    for OPTIONS, 405 with `Allow` for another method, or the authentication refusal."""
+    if request.method == "OPTIONS":
+        return Response(b"", status=204, headers=rules.PREFLIGHT)
+    if request.method not in methods:
+        return json_error(405, "Method not allowed", {"Allow": ", ".join([*methods, "OPTIONS"])})
+    return await authenticated(authenticator)

@@ -32,8 +32,7 @@ from executor_mcp.policies.service import (
     parse_tool_path,
 )
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.transport import headers as rules
-from executor_mcp.transport.json_answers import authenticated, json_body, json_error, json_ok
+from executor_mcp.transport.json_answers import admitted, json_body, json_error, json_ok
 
 # A policy request is a few short fields; anything much bigger is not one.
 MAX_POLICY_BODY_BYTES = 64 * 1024
@@ -48,11 +47,7 @@ class PoliciesApi:
         self._catalog = catalog
 
     async def collection(self) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method not in ("GET", "HEAD", "POST"):
-            return json_error(405, "Method not allowed", {"Allow": "GET, HEAD, POST, OPTIONS"})
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("GET", "HEAD", "POST"))
         if isinstance(principal, Response):
             return principal
         if request.method != "POST":
@@ -67,11 +62,7 @@ class PoliciesApi:
         return json_ok(describe(record))
 
     async def item(self, policy_id: str) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method not in ("PATCH", "DELETE"):
-            return json_error(405, "Method not allowed", {"Allow": "PATCH, DELETE, OPTIONS"})
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("PATCH", "DELETE"))
         if isinstance(principal, Response):
             return principal
         body = await json_body(MAX_POLICY_BODY_BYTES)
@@ -92,11 +83,7 @@ class PoliciesApi:
         return json_ok(describe(record))
 
     async def evaluate(self) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method not in ("GET", "HEAD"):
-            return json_error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("GET", "HEAD"))
         if isinstance(principal, Response):
             return principal
         try:

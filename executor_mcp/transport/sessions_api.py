@@ -12,12 +12,11 @@ process), `restoring`, `disposed` (stored, no runtime here), `condemned` (termin
 
 from typing import Any
 
-from quart import Quart, Response, request
+from quart import Quart, Response
 
 from executor_mcp.auth.principal import Authenticator
 from executor_mcp.sessions.manager import Listed, SessionManager
-from executor_mcp.transport import headers as rules
-from executor_mcp.transport.json_answers import authenticated, json_error, json_ok
+from executor_mcp.transport.json_answers import admitted, json_error, json_ok
 
 API_PREFIX = "/api"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -51,21 +50,13 @@ class SessionsApi:
             app.add_url_rule(API_PREFIX + rule, name, view, methods=_METHODS, provide_automatic_options=False)
 
     async def collection(self) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method not in ("GET", "HEAD"):
-            return json_error(405, "Method not allowed", {"Allow": "GET, HEAD, OPTIONS"})
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("GET", "HEAD"))
         if isinstance(principal, Response):
             return principal
         return json_ok([listed_json(listed) for listed in await self._manager.owner_listing(principal)])
 
     async def item(self, session_id: str) -> Response:
-        if request.method == "OPTIONS":
-            return Response(b"", status=204, headers=rules.PREFLIGHT)
-        if request.method != "DELETE":
-            return json_error(405, "Method not allowed", {"Allow": "DELETE, OPTIONS"})
-        principal = await authenticated(self._auth)
+        principal = await admitted(self._auth, ("DELETE",))
         if isinstance(principal, Response):
             return principal
         if not await self._manager.end_owned(session_id, principal):
