@@ -1,9 +1,15 @@
-"""What both benchmarks share: opening a session over raw HTTP, and reading percentiles."""
+"""What the benchmarks share: opening a session over raw HTTP, timing a call in a bounded loop, and reading
+percentiles."""
 
 import json
 import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
+
+from executor_mcp.tools.context import Interaction
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 INITIALIZE = {
@@ -14,6 +20,21 @@ INITIALIZE = {
 }
 # Every measuring loop stops after this many seconds, whatever its count.
 TIME_BOUND = 60.0
+
+
+async def no_gate(interaction: Interaction) -> None:
+    raise AssertionError(f"the benchmark's calls need no approval: {interaction.address}")
+
+
+async def timed(work: Callable[[], Awaitable[Any]], repeat: int) -> list[float]:
+    """Seconds per call of `work`, `repeat` times at most, and for at most `TIME_BOUND` seconds in all."""
+    samples: list[float] = []
+    deadline = time.monotonic() + TIME_BOUND
+    while len(samples) < repeat and time.monotonic() < deadline:
+        started = time.perf_counter()
+        await work()
+        samples.append(time.perf_counter() - started)
+    return samples
 
 
 def percentiles_ms(samples: list[float]) -> tuple[float, float]:

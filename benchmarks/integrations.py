@@ -21,13 +21,13 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from benchmarks.common import TIME_BOUND, line, overhead_line
+from benchmarks.common import line, no_gate, overhead_line, timed
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.tools.context import CallContext, Interaction
+from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
 
 GITHUB = Path(__file__).parent.parent / "tests" / "fixtures" / ".cache" / "api.github.com.json"
@@ -45,20 +45,6 @@ async def pong(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": b'{"pong": true}'})
-
-
-async def no_gate(interaction: Interaction) -> None:
-    raise AssertionError(f"the benchmark's calls need no approval: {interaction.address}")
-
-
-async def timed(work, repeat: int) -> list[float]:
-    samples: list[float] = []
-    deadline = time.monotonic() + TIME_BOUND
-    while len(samples) < repeat and time.monotonic() < deadline:
-        started = time.perf_counter()
-        await work()
-        samples.append(time.perf_counter() - started)
-    return samples
 
 
 async def main(connections: int, repeat: int) -> None:

@@ -14,7 +14,6 @@ bounded in count and time.
 import argparse
 import json
 import tempfile
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,14 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
-from benchmarks.common import HEADERS, TIME_BOUND, line, overhead_line
+from benchmarks.common import HEADERS, line, no_gate, overhead_line, timed
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.mcp_servers import McpServers
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.tools.context import CallContext, Interaction
+from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
 
 TOOLS = [{"name": "echo", "description": "Echo.", "inputSchema": {"type": "object", "properties": {"text": {}}}}]
@@ -79,20 +78,6 @@ async def raw_mcp(scope: dict[str, Any], receive: Any, send: Any) -> None:
         {"type": "http.response.start", "status": 200, "headers": [*headers, (b"content-type", b"application/json")]}
     )
     await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
-
-
-async def no_gate(interaction: Interaction) -> None:
-    raise AssertionError(f"the benchmark's calls need no approval: {interaction.address}")
-
-
-async def timed(work, repeat: int) -> list[float]:
-    samples: list[float] = []
-    deadline = time.monotonic() + TIME_BOUND
-    while len(samples) < repeat and time.monotonic() < deadline:
-        started = time.perf_counter()
-        await work()
-        samples.append(time.perf_counter() - started)
-    return samples
 
 
 async def main(repeat: int) -> None:

@@ -87,6 +87,13 @@ def _values(args: Any) -> JsonObject:
     return args
 
 
+def _slug(args: Any) -> str:
+    slug = _values(args).get("slug")
+    if not isinstance(slug, str) or not slug:
+        raise InvalidInput("slug must be a non-empty string")
+    return slug
+
+
 def _key(args: Any) -> tuple[str, str, str]:
     values = _values(args)
     owner, integration, name = values.get("owner"), values.get("integration"), values.get("name")
@@ -346,9 +353,7 @@ def graphql_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
     """`executor.graphql.getIntegration` (ungated) and `executor.graphql.addIntegration` (approval-gated)."""
 
     async def get_integration(args: Any, context: CallContext) -> JsonObject:
-        slug = _values(args).get("slug")
-        if not isinstance(slug, str) or not slug:
-            raise InvalidInput("slug must be a non-empty string")
+        slug = _slug(args)
         return graphql_wire.summary(await integrations.graphql_integration(context.principal, slug), context.principal)
 
     async def add_integration(args: Any, context: CallContext) -> JsonObject:
@@ -443,9 +448,7 @@ def mcp_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
         return await servers.probe(context.principal, _values(args))
 
     async def get_server(args: Any, context: CallContext) -> JsonObject:
-        slug = _values(args).get("slug")
-        if not isinstance(slug, str) or not slug:
-            raise InvalidInput("slug must be a non-empty string")
+        slug = _slug(args)
         record = await servers.get(context.principal, slug)
         return {"server": None if record is None else server_json(record, admin=context.principal.org_admin)}
 
