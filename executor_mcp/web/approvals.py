@@ -35,8 +35,8 @@ class ApprovalsPages:
         self._book = book
 
     def register(self, app: Quart) -> None:
-        app.add_url_rule(LIST_PATH, "console_approvals", self._list, methods=["GET"])
-        app.add_url_rule(LIST_PATH + "/<execution_id>", "console_approval", self._detail, methods=["GET"])
+        self._console.add_page(app, LIST_PATH, "console_approvals", self._list)
+        self._console.add_page(app, LIST_PATH + "/<execution_id>", "console_approval", self._detail)
 
     async def _list(self) -> Response:
         async def build(visitor: SignIn) -> Response:

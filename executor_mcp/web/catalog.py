@@ -217,9 +217,9 @@ class CatalogPages:
         self._handoffs = handoffs  # whether connect links are served (the API's handoff route exists)
 
     def register(self, app: Quart) -> None:
-        app.add_url_rule("/integrations", "console_integrations", self._list, methods=["GET"])
-        app.add_url_rule("/integrations/<slug>", "console_integration", self._one, methods=["GET"])
-        app.add_url_rule("/connections", "console_connections", self._connections, methods=["GET"])
+        self._console.add_page(app, "/integrations", "console_integrations", self._list)
+        self._console.add_page(app, "/integrations/<slug>", "console_integration", self._one)
+        self._console.add_page(app, "/connections", "console_connections", self._connections)
 
     async def _list(self) -> Response:
         async def build(visitor: SignIn) -> Response:

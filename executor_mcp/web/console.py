@@ -191,8 +191,13 @@ class Console:
 
     # -- routes --------------------------------------------------------------------------------------
 
+    @staticmethod
+    def add_page(app: Quart, rule: str, name: str, view: Callable[..., Awaitable[Response]]) -> None:
+        """A console page (GET). No automatic OPTIONS, here and on every console route: a console path answers
+        it like any path without it (the 405 envelope)."""
+        app.add_url_rule(rule, name, view, methods=["GET"], provide_automatic_options=False)
+
     def register(self, app: Quart) -> None:
-        """No automatic OPTIONS: a console path answers it like any path without it (the 405 envelope)."""
         routes = (
             ("/", "console_home", self._home, ["GET"]),
             (STATIC_PREFIX + "<name>", "console_static", self._static, ["GET", "OPTIONS"]),

@@ -23,8 +23,8 @@ class GovernancePages:
         self._console = console
 
     def register(self, app: Quart) -> None:
-        app.add_url_rule("/policies", "console_policies", self._policies, methods=["GET"])
-        app.add_url_rule("/sessions", "console_sessions", self._sessions, methods=["GET"])
+        self._console.add_page(app, "/policies", "console_policies", self._policies)
+        self._console.add_page(app, "/sessions", "console_sessions", self._sessions)
 
     async def _policies(self) -> Response:
         async def build(visitor: SignIn) -> Response:

@@ -300,6 +300,15 @@ async def test_an_unpackaged_static_file_is_not_found(server: ServerUnderTest, h
     assert (await http.options(server.running.url + "/static/console.css")).status_code == 404
 
 
+async def test_a_console_page_answers_options_like_any_route_without_it(
+    server: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    pages = ("/", "/approvals", "/approvals/exec_x", "/integrations", "/integrations/x", "/connections")
+    for path in (*pages, "/policies", "/sessions", "/signin", "/signout"):
+        response = await http.options(server.running.url + path)
+        assert envelope(response) == (405, -32001, "Method not allowed"), path
+
+
 async def test_q_zero_is_not_acceptable(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
     refused = "Not Acceptable: Client must accept both application/json and text/event-stream"
     for accept in ("application/json;q=0, text/event-stream;q=0", "application/json, text/event-stream; q=0.0"):
