@@ -194,7 +194,8 @@ async def _serve(
     )
     policies = Policies(control)
     public = PublicUrl(settings.public_url or "")
-    catalog = build_catalog(integrations, Handoffs(handoffs, lambda: public.value))
+    links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
+    catalog = build_catalog(integrations, links)
     # One book of pauses: the MCP tools open and resume them, the console's approvals pages answer them.
     book = Book(approval_window=settings.approval_window)
     catalog_tools = executor_tools(
@@ -237,7 +238,7 @@ async def _serve(
         settings.authorization_server,
         browser,
         integrations=integrations,
-        handoffs=handoffs,
+        handoffs=links,
         console=console,
         catalog=catalog,
         approvals=book,

@@ -26,7 +26,7 @@ from werkzeug.exceptions import HTTPException
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
 from executor_mcp.execution.runs import Book
-from executor_mcp.integrations.handoff import HandoffBook, Handoffs
+from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
@@ -342,17 +342,17 @@ def create_app(
     authorization_servers: tuple[str, ...] = (),
     browser: BrowserGuard | None = None,
     integrations: Integrations | None = None,
-    handoffs: HandoffBook | None = None,
+    handoffs: Handoffs | None = None,
     console: Console | None = None,
     catalog: Catalog | None = None,
     approvals: Book | None = None,
 ) -> Edge:
-    """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none`
-    Origin/Host guard (off by default, as with bearers). Without `integrations`, the integrations API's
-    routes are absent; without `handoffs` too, the connect page; without `console`, the web console (and
-    `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's approval
-    annotation, and the console's integrations and connections pages list its built-in tools; without it those
-    pages are absent; without `approvals` (the book of paused executions), the approvals API and pages."""
+    """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none` Origin/Host guard
+    (off by default, as with bearers). Without `integrations`, the integrations API's routes are absent; without
+    `handoffs` (the connect links and where they point), the connect page and its API; without `console`, the web
+    console (and `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's
+    approval annotation, and the console's integrations and connections pages list its built-in tools; without it
+    those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -402,12 +402,11 @@ def create_app(
     if approvals is not None:
         ApprovalsApi(approvals, api_auth).register(app)
     if integrations is not None:
-        links = Handoffs(handoffs, lambda: public.value) if handoffs is not None else None
-        IntegrationsApi(integrations, api_auth, policies, links).register(app)
+        IntegrationsApi(integrations, api_auth, policies, handoffs).register(app)
         if handoffs is not None:
-            ConnectPage(integrations, handoffs, guard).register(app)
+            ConnectPage(integrations, handoffs.book, guard).register(app)
         if console is not None and catalog is not None:
-            CatalogPages(console, integrations, catalog, handoffs=links is not None).register(app)
+            CatalogPages(console, integrations, catalog, handoffs=handoffs is not None).register(app)
 
     async def refuse_browsers() -> Response | None:
         """Before any route (and before routing: unknown paths too), the `--auth none` browser checks."""
