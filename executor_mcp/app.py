@@ -25,7 +25,8 @@ from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
 from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Settings
 from executor_mcp.execution.admission import Admission
-from executor_mcp.execution.engine import Engine, Limits
+from executor_mcp.execution.engine import Engine
+from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.runs import Book
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.handoff import HandoffBook, Handoffs
@@ -191,6 +192,7 @@ async def _serve(
         memory=settings.execution_memory_limit * 1024 * 1024,
         max_timers=settings.execution_max_timers,
         max_tool_calls=settings.execution_max_tool_calls,
+        journal=settings.execution_journal_limit * 1024 * 1024,
     )
     policies = Policies(control)
     public = PublicUrl(settings.public_url or "")

@@ -51,6 +51,7 @@ class Settings:
     execution_memory_limit: int = 64
     execution_max_timers: int = 10_000
     execution_max_tool_calls: int = 1_000
+    execution_journal_limit: int = 64
     sandbox_workers: int = 64
     max_executions_per_account: int | None = None  # default: `app.executions_per_account`
     approval_window: float = 240.0
@@ -238,6 +239,12 @@ OPTIONS = (
     Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
     Option("execution_max_timers", _positive_int, "pending setTimeout timers per execution (default 10000)"),
     Option("execution_max_tool_calls", _positive_int, "tool calls in flight per execution (default 1000)"),
+    Option(
+        "execution_journal_limit",
+        _positive_int,
+        "MiB an execution may observe from outside (tool results, timers, clock readings), kept so that a pause "
+        "survives a restart (default 64)",
+    ),
     Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
     Option(
         "max_executions_per_account",

@@ -88,6 +88,13 @@ class Admission:
         slots.append(slot)
         return slot
 
+    def readmit(self, owner: Owner) -> Slot:
+        """A place for an execution admitted before a restart and revived now: it keeps its place even over the
+        limit (which may have been lowered meanwhile), as it would have without the restart."""
+        slot = Slot(owner, self)
+        self._active.setdefault(owner, []).append(slot)
+        return slot
+
     def in_progress(self, owner: Owner) -> int:
         return len(self._active.get(owner, ()))
 

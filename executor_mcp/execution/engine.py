@@ -24,13 +24,29 @@ import json
 import logging
 import math
 import secrets
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from executor_mcp.codec import MAX_DEPTH, deeper_than, loads
+from executor_mcp.execution.journal import (
+    FIRE,
+    PASS,
+    SETTLE,
+    START,
+    Head,
+    Journal,
+    JournalFull,
+    Mark,
+    Step,
+    mismatch,
+    summary,
+)
+from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.pool import Worker, WorkerLost, WorkerMisbehaved, WorkerPool
 from executor_mcp.sandbox.prelude import MAX_DELAY_MS
 from executor_mcp.tools.errors import ToolThrow
@@ -42,17 +58,9 @@ RESULT_TOO_DEEP = (
     f"The execution's result is nested more than {MAX_DEPTH} levels deep, deeper than MCP clients read; "
     "return it flatter"
 )
+NOT_REBUILT = "Execution could not be resumed"
+RERUN = "Run the execute tool again to start it afresh if its result is still needed."
 _MAX_ID = 2**53
-
-
-@attrs.frozen
-class Limits:
-    timeout: float = 300.0
-    cpu: float = 60.0
-    memory: int = 64 * 1024 * 1024
-    stack: int = 1024 * 1024
-    max_timers: int = 10_000
-    max_tool_calls: int = 1_000
 
 
 @attrs.frozen
@@ -66,9 +74,6 @@ class Outcome:
     logs: list[str] = attrs.Factory(list)
     emitted: list[Any] = attrs.Factory(list)
     defect: bool = False  # an infrastructure failure, shown only as an opaque correlation id
-
-
-Invoke = Callable[[str, Any], Awaitable[Any]]
 
 
 def internal_error(context: str) -> str:
@@ -86,14 +91,61 @@ def _broken(reason: str) -> _Stopped:
     return _Stopped(f"The sandbox broke the execution protocol ({reason}), so the execution was stopped")
 
 
+class Keeper(Protocol):
+    """Who keeps a journalled execution's journal: the engine records into it, the keeper writes it down."""
+
+    @property
+    def journal(self) -> Journal: ...
+
+    async def keep(self) -> None:
+        """Write what the journal has not written yet, if it is durable; a no-op while it is not."""
+
+
+@attrs.define(eq=False)
+class ToolCall:
+    """One tool call of the sandbox, as its invocation sees it."""
+
+    id: int
+    path: str
+    _wake: Callable[[], None]
+    waiting_for_a_human: bool = False
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Held while the call waits for a human: if nothing else is pending, the worker is given back meanwhile."""
+        self.waiting_for_a_human = True
+        self._wake()
+        try:
+            yield
+        finally:
+            self.waiting_for_a_human = False
+
+
+Invoke = Callable[[ToolCall, Any], Awaitable[Any]]
+
+
 class Engine:
     def __init__(self, pool: WorkerPool, limits: Limits) -> None:
         self._pool = pool
         self.limits = limits
 
-    async def run(self, code: str, invoke: Invoke, *, account: Hashable = None) -> Outcome:
-        async with self._pool.lease(account) as worker:
-            return await _Run(worker, invoke, self.limits).drive(code)
+    def head(self, code: str, mode: str = "") -> Head:
+        """A new execution of `code` under this engine's limits, with its own seed and time origin."""
+        seed = (secrets.randbits(32) | 1, secrets.randbits(32), secrets.randbits(32), secrets.randbits(32))
+        return Head(code=code, limits=self.limits, seed=seed, epoch=time.time() * 1000, mode=mode)
+
+    async def run(
+        self, code: str, invoke: Callable[[str, Any], Awaitable[Any]], *, account: Hashable = None
+    ) -> Outcome:
+        """Run `code` with no journal: nothing of it outlives this call."""
+        return await self.execute(self.head(code), lambda call, args: invoke(call.path, args), account=account)
+
+    async def execute(
+        self, head: Head, invoke: Invoke, *, account: Hashable = None, keeper: Keeper | None = None
+    ) -> Outcome:
+        """Run the execution `head` starts; with a `keeper`, journalled, and rebuilt first from its journal if
+        that holds steps already (an execution revived after a restart)."""
+        return await _Run(self._pool, head, invoke, account, keeper).drive()
 
 
 @attrs.define
@@ -103,109 +155,275 @@ class _Settle:
     payload: str | None
 
 
+class _Diverged(Exception):
+    """A replay did not reproduce the journal; the message says how."""
+
+
 class _Run:
-    def __init__(self, worker: Worker, invoke: Invoke, limits: Limits) -> None:
-        self._worker = worker
+    def __init__(self, pool: WorkerPool, head: Head, invoke: Invoke, account: Hashable, keeper: Keeper | None) -> None:
+        self._pool = pool
+        self._head = head
+        self._limits = head.limits
         self._invoke = invoke
-        self._limits = limits
-        # Never more buffered than calls in flight, which are bounded.
-        self._send, self._settled = trio.open_memory_channel[_Settle](limits.max_tool_calls)
-        self._in_flight = 0
+        self._account = account
+        self._keeper = keeper
+        self._journal = keeper.journal if keeper is not None else None
+        # Never more buffered than calls in flight (bounded) and one wake-up.
+        self._send, self._settled = trio.open_memory_channel[_Settle | None](self._limits.max_tool_calls + 1)
+        self._woken = False
+        self._calls: dict[int, ToolCall] = {}  # in flight
         self._timers: dict[int, float] = {}  # pending timer id -> when it is due
         self._due: list[tuple[float, int, int]] = []  # (due, order, id); cleared timers linger until popped
         self._order = 0
+        self._spent = 0.0  # CPU seconds of the workers this execution ran in before the current one
+        self._replayed_args: dict[int, Any] = {}  # the arguments of calls the replay saw started, by call id
+        self._worker: Worker | None = None
+        self._nursery: trio.Nursery | None = None
 
-    async def drive(self, code: str) -> Outcome:
+    async def drive(self) -> Outcome:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             try:
-                return await self._loop(nursery, code)
+                return await self._incarnations()
             except (_Stopped, WorkerMisbehaved) as exc:
-                self._worker.kill()
+                if self._worker is not None:
+                    self._worker.kill()
                 log.warning("sandbox worker stopped: %s", exc)
                 message = str(exc) if isinstance(exc, _Stopped) else str(_broken(str(exc)))
                 return Outcome(ok=False, error=message)
+            except JournalFull as exc:
+                return Outcome(ok=False, error=str(exc))
+            except _Diverged as exc:
+                return Outcome(ok=False, error=f"{NOT_REBUILT}: {exc} {RERUN}")
             except WorkerLost:
                 return Outcome(ok=False, error=internal_error("sandbox worker lost"), defect=True)
             finally:
                 nursery.cancel_scope.cancel()
 
-    async def _loop(self, nursery: trio.Nursery, code: str) -> Outcome:
-        limits = self._limits
-        deadline = trio.current_time() + limits.timeout
-        start = {
-            "op": "start",
-            "code": code,
+    async def _incarnations(self) -> Outcome:
+        """Run in a worker until the end, giving the worker back whenever only humans are awaited."""
+        held: _Settle | None = None
+        if self._journal is not None and self._journal.steps:
+            self._spent = self._journal.pending().cpu
+        while True:
+            async with self._pool.lease(self._account) as worker:
+                self._worker = worker
+                try:
+                    reply = await self._rebuild(held)
+                    outcome = await self._live(reply)
+                finally:
+                    self._worker = None
+            if outcome is not None:
+                return outcome
+            while (held := await self._settled.receive()) is None:
+                self._woken = False
+
+    async def _rebuild(self, held: _Settle | None) -> dict[str, Any]:
+        """Bring a fresh worker to where the execution is: start it, or replay its journal and then feed it
+        the answer that woke the execution up."""
+        journal = self._journal
+        if journal is None or not journal.steps:
+            return await self._step(START, {"op": START, **self._start_fields()}, clock=None)
+        reply = await self._replay(journal)
+        self._resume_pending(journal)
+        if held is not None:
+            reply = await self._feed(held)
+        return reply
+
+    def _start_fields(self) -> dict[str, Any]:
+        limits, head = self._limits, self._head
+        remaining = limits.cpu - self._spent
+        if remaining <= 0:
+            raise _Stopped(f"Execution exceeded its CPU time limit of {limits.cpu:g}s")
+        return {
+            "code": head.code,
             "memory": limits.memory,
             "stack": limits.stack,
-            "cpu": limits.cpu,
+            "cpu": remaining,
             "max_timers": limits.max_timers,
             "max_tool_calls": limits.max_tool_calls,
+            "seed": list(head.seed),
+            "epoch": head.epoch,
         }
-        reply = await self._step(start)
+
+    async def _replay(self, journal: Journal) -> dict[str, Any]:
+        """Feed the worker every recorded input, checking each step asked for what it asked for before."""
+        reply: dict[str, Any] = {}
+        for number, step in enumerate(journal.steps, start=1):
+            request = {"op": START, **self._start_fields()} if step.input.get("op") == START else dict(step.input)
+            request["clock"] = step.clock
+            reply = await self._request(request)
+            if isinstance(reply.get("diverged"), str):
+                raise _Diverged(f"replaying its journal (step {number}), {reply['diverged'][:300]}.")
+            if reply.get("done") is not None:
+                raise _Diverged(f"replaying its journal (step {number}), the code finished where it had gone on.")
+            outbox = self._checked(reply.get("outbox"))
+            difference = mismatch(step.outbox, summary(outbox))
+            if difference is not None:
+                raise _Diverged(
+                    f"replaying its journal (step {number}), the code {difference}: something it observed could "
+                    "not be reproduced, so no tool was called again."
+                )
+            for item in outbox:
+                if item["kind"] == "call":
+                    self._replayed_args[item["id"]] = item.get("args")
+        return reply
+
+    def _resume_pending(self, journal: Journal) -> None:
+        """After a replay in a process that did not run the steps (a revival): call again what was waiting at
+        an approval gate, arm the timers still pending, and refuse to guess about any other call."""
+        pending = journal.pending()
+        for call_id, call in pending.calls.items():
+            if call_id in self._calls:
+                continue
+            if not call.askable:
+                raise _Diverged(
+                    f"tools.{call.path} was running when the server stopped, so whether it ran is unknown; it is not "
+                    "called a second time."
+                )
+            self._start_call(call_id, call.path, self._replayed_args.get(call_id), again=True)
+        now = time.time()
+        for timer_id, due in pending.timers.items():
+            if timer_id not in self._timers:
+                self._add_timer(timer_id, max(due - now, 0.0))
+
+    async def _live(self, reply: dict[str, Any]) -> Outcome | None:
+        """Serve the worker until the execution ends (its outcome), or until only humans are awaited and the
+        journal is kept, when the worker is given back (None)."""
+        limits = self._limits
+        deadline = trio.current_time() + limits.timeout
         while reply.get("done") is None:
-            self._schedule(nursery, reply.get("outbox"))
-            if not self._in_flight and not self._timers:
+            if self._releasable():
+                await self._request({"op": "drop"}, expect="dropped")
+                self._spent = self._cpu(reply)
+                self._worker.reusable = True  # type: ignore[union-attr]
+                return None
+            if not self._calls and not self._timers:
                 return Outcome(ok=False, error="Execution is waiting on a promise that can never settle")
             wake = self._next_due()
             settle: _Settle | None = None
-            with trio.move_on_at(wake if self._in_flight else min(wake, deadline)):
+            woken = False
+            with trio.move_on_at(wake if self._calls else min(wake, deadline)):
                 settle = await self._settled.receive()
+                woken = settle is None
+            if woken:
+                self._woken = False
+                continue
             if settle is not None:
-                self._in_flight -= 1
-                if not self._in_flight:
+                reply = await self._feed(settle)
+                if not self._calls:
                     deadline = trio.current_time() + limits.timeout
-                reply = await self._step(
-                    {"op": "settle", "id": settle.call_id, "ok": settle.ok, "payload": settle.payload}
-                )
             elif (timer_id := self._pop_due()) is not None:
-                reply = await self._step({"op": "fire", "id": timer_id})
+                reply = await self._step(FIRE, {"op": FIRE, "id": timer_id})
             else:
                 return self._timed_out()
-        self._worker.reusable = not reply.get("retire", True)
+        self._worker.reusable = not reply.get("retire", True)  # type: ignore[union-attr]
         return _outcome(reply["done"])
+
+    def _releasable(self) -> bool:
+        journal = self._journal
+        return (
+            journal is not None
+            and journal.durable
+            and not self._timers
+            and bool(self._calls)
+            and all(call.waiting_for_a_human for call in self._calls.values())
+        )
+
+    def _wake(self) -> None:
+        if not self._woken:
+            self._woken = True
+            self._send.send_nowait(None)
+
+    async def _feed(self, settle: _Settle) -> dict[str, Any]:
+        self._calls.pop(settle.call_id, None)
+        request = {"op": SETTLE, "id": settle.call_id, "ok": settle.ok, "payload": settle.payload}
+        return await self._step(SETTLE, request)
 
     def _timed_out(self) -> Outcome:
         return Outcome(ok=False, error=f"Execution timed out after {self._limits.timeout * 1000:.0f}ms")
 
-    async def _step(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _step(self, op: str, request: dict[str, Any], clock: Any = None) -> dict[str, Any]:
+        """One live step: ask the worker, journal what it observed, keep the journal, then act on its outbox."""
+        reply = await self._request({**request, "clock": clock})
+        if reply.get("done") is not None:
+            return reply
+        outbox = self._checked(reply.get("outbox"))
+        if self._journal is not None:
+            recorded = {"op": START} if op == START else {k: v for k, v in request.items() if k != "clock"}
+            readings = reply.get("clock")
+            step = Step(
+                at=time.time(),
+                input=recorded,
+                clock=readings if isinstance(readings, list) else [],
+                outbox=summary(outbox),
+                cpu=self._cpu(reply),
+            )
+            self._journal.record(step)
+            if self._keeper is not None and self._journal.durable:
+                await self._keeper.keep()
+        self._schedule(outbox)
+        return reply
+
+    def _cpu(self, reply: dict[str, Any]) -> float:
+        used = reply.get("cpu")
+        valid = isinstance(used, int | float) and not isinstance(used, bool) and 0 <= used < math.inf
+        return self._spent + (float(used) if valid else 0.0)
+
+    async def _request(self, request: dict[str, Any], expect: str = "step") -> dict[str, Any]:
+        assert self._worker is not None
         reply = await self._worker.request(request, answer_within=self._limits.cpu + STEP_GRACE)
-        if reply.get("op") != "step":
+        if reply.get("op") != expect:
             raise WorkerLost(f"unexpected reply from the sandbox worker: {reply.get('op')!r}")
         return reply
 
-    def _schedule(self, nursery: trio.Nursery, outbox: Any) -> None:
+    def _checked(self, outbox: Any) -> list[dict[str, Any]]:
+        """The outbox, every item of the shape the prelude writes; a worker that sends other is stopped."""
         limits = self._limits
         # New calls, new timers and clears of reported timers: no honest outbox holds more.
         if not isinstance(outbox, list) or len(outbox) > limits.max_tool_calls + 2 * limits.max_timers:
             raise _broken("malformed outbox")
         for item in outbox:
-            if not isinstance(item, dict) or not _is_id(item_id := item.get("id")):
+            if not isinstance(item, dict) or not _is_id(item.get("id")):
                 raise _broken("malformed outbox item")
             kind = item.get("kind")
             if kind == "call":
                 path = item.get("path")
                 if not isinstance(path, str) or not path:
                     raise _broken("a tool call without a path")
-                if self._in_flight >= limits.max_tool_calls:
-                    raise _Stopped(
-                        f"Execution exceeded its limit of {limits.max_tool_calls} tool calls in flight "
-                        "(--execution-max-tool-calls)"
-                    )
-                self._in_flight += 1
-                nursery.start_soon(self._call, item_id, path, item.get("args"))
             elif kind == "timer":
                 ms = item.get("ms")
                 if isinstance(ms, bool) or not isinstance(ms, int | float):
                     raise _broken("a timer without a delay")
+                item["ms"] = float(min(max(ms, 0), MAX_DELAY_MS))
+            elif kind != "clear":
+                raise _broken(f"unknown outbox item {str(kind)[:40]!r}")
+        return outbox
+
+    def _schedule(self, outbox: list[dict[str, Any]]) -> None:
+        limits = self._limits
+        for item in outbox:
+            item_id, kind = item["id"], item["kind"]
+            if kind == "call":
+                if len(self._calls) >= limits.max_tool_calls:
+                    raise _Stopped(
+                        f"Execution exceeded its limit of {limits.max_tool_calls} tool calls in flight "
+                        "(--execution-max-tool-calls)"
+                    )
+                self._start_call(item_id, item["path"], item.get("args"))
+            elif kind == "timer":
                 if item_id not in self._timers and len(self._timers) >= limits.max_timers:
                     raise _Stopped(
                         f"Execution exceeded its limit of {limits.max_timers} pending timers (--execution-max-timers)"
                     )
-                self._add_timer(item_id, float(min(max(ms, 0), MAX_DELAY_MS)) / 1000)
-            elif kind == "clear":
-                self._timers.pop(item_id, None)
+                self._add_timer(item_id, item["ms"] / 1000)
             else:
-                raise _broken(f"unknown outbox item {str(kind)[:40]!r}")
+                self._timers.pop(item_id, None)
+
+    def _start_call(self, call_id: int, path: str, args: Any, *, again: bool = False) -> None:
+        assert self._nursery is not None
+        call = self._calls[call_id] = ToolCall(call_id, path, self._wake)
+        self._nursery.start_soon(self._call, call, args, again)
 
     def _add_timer(self, timer_id: int, seconds: float) -> None:
         due = trio.current_time() + seconds
@@ -232,14 +450,19 @@ class _Run:
         del self._timers[timer_id]
         return timer_id
 
-    async def _call(self, call_id: int, path: str, args: Any) -> None:
+    async def _call(self, call: ToolCall, args: Any, again: bool) -> None:
         try:
-            value = await self._invoke(path, args)
-            settle = _Settle(call_id, True, json.dumps(value, ensure_ascii=False))
+            if again:  # asked again after a revival: from here on its tool may run, which the journal must say
+                assert self._journal is not None
+                assert self._keeper is not None
+                self._journal.record(Mark(PASS, call.id))
+                await self._keeper.keep()
+            value = await self._invoke(call, args)
+            settle = _Settle(call.id, True, json.dumps(value, ensure_ascii=False))
         except ToolThrow as exc:
-            settle = _Settle(call_id, False, str(exc) or f"tools.{path} failed without a message")
+            settle = _Settle(call.id, False, str(exc) or f"tools.{call.path} failed without a message")
         except Exception:
-            settle = _Settle(call_id, False, internal_error(f"tool call {path} failed"))
+            settle = _Settle(call.id, False, internal_error(f"tool call {call.path} failed"))
         self._send.send_nowait(settle)
 
 

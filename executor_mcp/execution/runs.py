@@ -3,8 +3,14 @@
 A `Run` is one `execute`, from its code to its outcome. It lives as a task in its session's nursery
 (ending the session ends it), so a pause can wait for a human while the MCP request that reported it
 is long answered. Whoever waits for the run's next result holds `run.next`: first the `execute` call,
-then, after each pause, the `resume` that answered it. While paused, the sandbox is simply waiting on
-a tool call (its wall clock is stopped, no thread is held).
+then, after each pause, the `resume` that answered it.
+
+A pause is durable: before it is reported, the execution's journal (`journal.py`) and a pause record are
+written to the session's file, and from then on every step is written before it takes effect. Once only
+humans are awaited, the engine gives the worker back; the answer brings a fresh worker that replays the
+journal. A restart ends the task but not the records: when the session's runtime comes up again
+(`revive`), each execution with a live pause is back as a task waiting for that pause's answer, as before.
+Any other end of a run (its outcome, its window closing, its session disposed of) forgets its records.
 
 The `Book` is process-wide: it finds a pause by id for any session of the same account and org, makes
 resumes exactly-once (a duplicate that arrives while the first runs joins it; one that arrives after
@@ -13,18 +19,22 @@ instead of a shrug. A pause is answered once, by whoever comes first: the model'
 the console's approvals page (`decide`); every later answer hears the first one's outcome.
 """
 
+import logging
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import trio
 
-from executor_mcp.codec import JsonObject
+from executor_mcp.background import once
+from executor_mcp.codec import JsonObject, converter, dumps, loads
 from executor_mcp.execution.admission import Slot
+from executor_mcp.execution.engine import ToolCall
+from executor_mcp.execution.journal import GATE, PASS, BadJournal, Journal, Mark, decode_entry, decode_head
 from executor_mcp.execution.results import (
     expired_result,
     forbidden_result,
@@ -37,6 +47,7 @@ from executor_mcp.storage.records import Owner
 from executor_mcp.tools.context import Interaction, refuse_unless_accepted
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Per owner, so one account ending many pauses never pushes another's out of memory; and owners
 # themselves are remembered least recently used first.
@@ -97,6 +108,7 @@ class Pause:
     ttl: float
     created_at: float = 0.0
     mode: str = "model"  # the elicitation mode of the session whose execution paused
+    call_id: int = 0  # the sandbox's id of the gated call
     answer: Deferred[Answer] = attrs.Factory(Deferred)
     resolution: Deferred[JsonObject] = attrs.Factory(Deferred)
 
@@ -183,6 +195,11 @@ class Book:
             _remember(self._memory_of(pause.owner).ended, pause.id, ended, REMEMBERED)
             pause.resolution.set(expired_result(pause.id, self.approval_window))
 
+    def expire_kept(self, pause: Pause) -> None:
+        """A pause read back after a restart whose window had closed meanwhile: remembered as expired."""
+        self.open(pause)
+        self.expire(pause)
+
     async def resume(self, execution_id: str, owner: Owner, answer: Answer | None) -> JsonObject:
         """The answer to a resume: what answering led to, or why there is nothing to resume. With `answer`
         None (browser mode) the caller only waits for someone else's answer; that wait ends with the
@@ -263,11 +280,110 @@ def _how_answered(pause: Pause) -> Answer | None:
     return attrs.evolve(answer, content=None) if answer is not None else None
 
 
+class Store(Protocol):
+    """Where a session keeps its durable executions: its own file (`storage/session_file.py`)."""
+
+    async def keep_execution(
+        self, key: str, records: list[tuple[int, bytes]], pauses: dict[str, bytes] | None = None
+    ) -> None: ...
+
+    async def journal(self, key: str) -> list[bytes]: ...
+
+    async def pauses(self) -> list[bytes]: ...
+
+    async def forget_execution(self, key: str, pause_ids: list[str]) -> None: ...
+
+
+@attrs.frozen
+class PauseRecord:
+    """A pause as the session's file keeps it: enough to ask the same question again after a restart."""
+
+    id: str
+    execution: str  # the key of its journal
+    call_id: int
+    owner: Owner
+    interaction: Interaction
+    created_at: float
+    expires_at: float
+    ttl: float
+    mode: str
+
+    @classmethod
+    def of(cls, pause: Pause, execution: str) -> "PauseRecord":
+        return cls(
+            pause.id,
+            execution,
+            pause.call_id,
+            pause.owner,
+            pause.interaction,
+            pause.created_at,
+            pause.expires_at,
+            pause.ttl,
+            pause.mode,
+        )
+
+    def pause(self) -> Pause:
+        return Pause(
+            id=self.id,
+            owner=self.owner,
+            interaction=self.interaction,
+            expires_at=self.expires_at,
+            ttl=self.ttl,
+            created_at=self.created_at,
+            mode=self.mode,
+            call_id=self.call_id,
+        )
+
+
+@attrs.frozen
+class Kept:
+    """A durable execution read back from a session's file: its journal, and the pause it waits on."""
+
+    journal: Journal
+    pause: PauseRecord
+    stale: tuple[str, ...]  # ids of its earlier pauses, answered long ago, whose records go when it ends
+
+
+async def kept_executions(store: Store) -> tuple[list[Kept], list[tuple[str, list[str]]]]:
+    """The executions a session's file keeps with a live pause, and (key, pause ids) of the records that wait
+    on nothing any more (to forget). A record that does not decode costs only its own execution."""
+    by_execution: dict[str, list[PauseRecord]] = {}
+    for raw in await store.pauses():
+        try:
+            record = converter.structure(loads(raw), PauseRecord)
+        except Exception as exc:
+            log.error("skipping an unreadable pause record: %s", type(exc).__name__)
+            continue
+        by_execution.setdefault(record.execution, []).append(record)
+    kept, dead = [], []
+    for key, records in by_execution.items():
+        ids = [record.id for record in records]
+        try:
+            raw = await store.journal(key)
+            if not raw:
+                raise BadJournal("no journal")
+            journal = Journal(key, decode_head(raw[0]), [decode_entry(entry) for entry in raw[1:]])
+        except BadJournal as exc:
+            log.error("forgetting paused execution %s: %s", ids[-1], exc)
+            dead.append((key, ids))
+            continue
+        calls = journal.pending().calls
+        live = [record for record in records if (call := calls.get(record.call_id)) is not None and call.askable]
+        if not live:
+            dead.append((key, ids))
+            continue
+        newest = max(live, key=lambda record: record.created_at)
+        kept.append(Kept(journal, newest, tuple(pause_id for pause_id in ids if pause_id != newest.id)))
+    return kept, dead
+
+
 class Run:
     """One execution; `drive` runs it, `gate` and `ask_inline` are the approval gates its tool calls pass.
 
     It holds its owner's admission `slot` from creation until `drive` ends, and marks it paused (with
-    the session's pause lease) whenever it waits on a human, in either elicitation mode.
+    the session's pause lease) whenever it waits on a human, in either elicitation mode. With a `journal`
+    and a `store` its pauses are durable (model and browser mode; native mode asks inline, within the
+    request, and keeps nothing).
     """
 
     def __init__(
@@ -278,16 +394,26 @@ class Run:
         *,
         mode: str = "model",
         worded: Callable[[Pause], JsonObject] | None = None,
+        journal: Journal | None = None,
+        store: Store | None = None,
+        pause_kept: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         """`mode` is the session's elicitation mode, `worded` how a pause reads to its model (model mode's
-        wording by default)."""
+        wording by default), `pause_kept` tells the control plane until when a pause of the session is kept
+        (so that a restart revives the session)."""
         self._book = book
         self._slot = slot
         self._lease = lease
         self._mode = mode
         self._worded = worded or model_worded
+        self._journal = journal
+        self._store = store
+        self._pause_kept = pause_kept
         self._gate_lock = trio.Lock()
+        self._keeping = trio.Lock()
         self._resolving: Pause | None = None  # the pause whose resume waits on `next`
+        self._revived: Pause | None = None  # the pause a revived run waits on, asked again by its call
+        self._pause_ids: list[str] = []  # every pause with a record in the store
         self.scope = trio.CancelScope()
         self.next: Deferred[JsonObject] = Deferred()
 
@@ -295,36 +421,90 @@ class Run:
     def owner(self) -> Owner:
         return self._slot.owner
 
+    @property
+    def journal(self) -> Journal:
+        assert self._journal is not None
+        return self._journal
+
+    def revived(self, kept: Kept) -> None:
+        """Make this run the one `kept` was before a restart: its pause is live again, and its answer goes
+        to whoever resumes it."""
+        pause = kept.pause.pause()
+        self._pause_ids = [*kept.stale, pause.id]
+        self._book.open(pause)
+        self._revived = self._resolving = pause
+        self.next = pause.resolution
+
     async def drive(self, run: Callable[[], Awaitable[JsonObject]], defect: Callable[[], JsonObject]) -> None:
         """Run the execution and deliver its rendered result; never raises into the session's nursery."""
+        ended = False
         try:
             with self.scope:
+                if self._revived is not None:
+                    await self._await_revived(self._revived)
                 self._deliver(await run())
+            ended = True
         except Exception:
             self._deliver(defect())
+            ended = True
         finally:
             self._slot.release()
             if self._resolving is not None and not self._resolving.resolution.done:
                 self._book.expire(self._resolving, ran_out=False)  # the run ended under a pending resume: tell it
+        # Ended by its own outcome or scope, not by its session's end (which decides about the records itself).
+        if ended and self._pause_ids:
+            assert self._store is not None
+            await once("forgetting an ended execution", self._forget)
 
-    async def gate(self, interaction: Interaction) -> None:
+    async def _forget(self) -> None:
+        assert self._store is not None
+        await self._store.forget_execution(self.journal.key, self._pause_ids)
+
+    async def _await_revived(self, pause: Pause) -> None:
+        """A revived run waits for its pause's answer before it takes a worker, as its call would have."""
+        answered = None
+        with self._lease(), self._slot.pausing(pause.id), trio.move_on_at(_deadline(pause)):
+            answered = await pause.answer.wait()
+        if (answered or pause.answer.value) is None:
+            self._book.expire(pause)
+            self.scope.cancel()
+            await trio.lowlevel.checkpoint()
+
+    async def keep(self) -> None:
+        """Write what the journal has not written yet, once it is durable (see `Keeper`)."""
+        if self._journal is not None and self._journal.durable:
+            await self._write()
+
+    async def _write(self, pause: Pause | None = None) -> None:
+        assert self._store is not None
+        journal = self.journal
+        async with self._keeping:
+            records = journal.unwritten()
+            pauses = {pause.id: dumps(converter.unstructure(PauseRecord.of(pause, journal.key)))} if pause else None
+            if records or pauses:
+                await self._store.keep_execution(journal.key, records, pauses)
+            journal.written(len(records))
+
+    async def _mark(self, kind: str, call: ToolCall) -> None:
+        if self._journal is not None:
+            self._journal.record(Mark(kind, call.id))
+            await self.keep()
+
+    async def gate(self, call: ToolCall, interaction: Interaction) -> None:
         """Pause until a human answers; concurrent gated calls of one execution queue here."""
+        await self._mark(GATE, call)
         async with self._gate_lock:
-            window, now = self._book.approval_window, time.time()
-            pause = Pause(
-                id=f"exec_{uuid.uuid4()}",
-                owner=self.owner,
-                interaction=interaction,
-                expires_at=now + window,
-                ttl=window,
-                created_at=now,
-                mode=self._mode,
-            )
-            self._book.open(pause)
-            self._deliver(self._worded(pause))
-            self._resolving, self.next = pause, pause.resolution
+            pause = self._revived if self._revived is not None and self._revived.call_id == call.id else None
+            if pause is None:
+                pause = await self._open(call, interaction)
+            self._revived = None
             answer = None
-            with self._lease(), self._slot.pausing(pause.id), trio.move_on_after(window):
+            with (
+                self._lease(),
+                self._slot.pausing(pause.id),
+                call.waiting(),
+                trio.move_on_at(_deadline(pause)),
+            ):
                 answer = await pause.answer.wait()
             # An answer given after the deadline fired but before this task woke was already told it counts.
             answer = answer or pause.answer.value
@@ -334,7 +514,33 @@ class Run:
                 self.scope.cancel()
                 await trio.lowlevel.checkpoint()
             assert answer is not None
+            if answer.action == "accept":
+                await self._mark(PASS, call)
             refuse_unless_accepted(interaction, answer.action)
+
+    async def _open(self, call: ToolCall, interaction: Interaction) -> Pause:
+        """A new pause, kept durably (with the journal so far) before anyone hears of it, then reported."""
+        window, now = self._book.approval_window, time.time()
+        pause = Pause(
+            id=f"exec_{uuid.uuid4()}",
+            owner=self.owner,
+            interaction=interaction,
+            expires_at=now + window,
+            ttl=window,
+            created_at=now,
+            mode=self._mode,
+            call_id=call.id,
+        )
+        if self._journal is not None and self._store is not None:
+            self._journal.durable = True
+            await self._write(pause)
+            self._pause_ids.append(pause.id)
+            if self._pause_kept is not None:
+                await self._pause_kept(pause.expires_at)
+        self._book.open(pause)
+        self._deliver(self._worded(pause))
+        self._resolving, self.next = pause, pause.resolution
+        return pause
 
     async def ask_inline(self, interaction: Interaction, ask: Callable[[Interaction], Awaitable[str]]) -> None:
         """Native elicitation: `ask` puts the question to the client and returns its action.
@@ -358,6 +564,11 @@ class Run:
             self._book.resolve(self._resolving, result)
         else:
             self.next.set(result)
+
+
+def _deadline(pause: Pause) -> float:
+    """The pause's window end on trio's clock (its `expires_at` is wall-clock time, kept across restarts)."""
+    return trio.current_time() + max(pause.expires_at - time.time(), 0.0)
 
 
 def model_worded(pause: Pause) -> JsonObject:

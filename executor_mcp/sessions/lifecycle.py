@@ -146,6 +146,13 @@ class Lifecycle:
         return self.state in _STORED_AFTER_EXIT
 
     @property
+    def keeps_executions_on_exit(self) -> bool:
+        """The runtime's end leaves its durable executions (paused ones, and those that went on after a pause)
+        for the next process to revive. Only a restart does: a disposal ends them with their pauses (upstream
+        §2.4), a condemnation wipes them with the file."""
+        return self.state is State.RESTARTING
+
+    @property
     def outlives_runtime(self) -> bool:
         """The handle stays after the runtime ended, answering for the rest of this process."""
         return self.state is State.RESTARTING

@@ -103,6 +103,7 @@ class SessionManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(forever, "serving admin requests", self._serve_admin_requests, ADMIN_POLL)
+            await self._revive_paused()
             task_status.started()
             await forever("sweeping sessions past retention", self._sweep, self._sweep_interval)
 
@@ -286,9 +287,12 @@ class SessionManager:
                     session.persisted_activity = opened.record.last_activity_at
                     async with trio.open_nursery() as nursery:
                         lease = functools.partial(self._pause_lease, session)
-                        server = ToolServer(opened.meta, self._tools(opened.meta), nursery, lease)
+                        kept = functools.partial(self._pause_kept, session)
+                        tools = self._tools(opened.meta)
+                        server = ToolServer(opened.meta, tools, nursery, lease, opened.file, kept)
                         session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
                         session.last_activity = session.last_activity or self._clock()
+                        await once(f"session {session.id[:12]}: reviving its paused executions", server.revive)
                         session.lifecycle.fire(Event.RESTORED)
                         session.settled.set()
                         await self._watch_idle(session)
@@ -335,6 +339,9 @@ class SessionManager:
         if file is not None and session.lifecycle.keeps_answers_on_exit:
             with trio.move_on_after(WRITE_DOWN_BOUND):
                 await session.write_down_kept(file)
+        if file is not None and not session.lifecycle.keeps_executions_on_exit:
+            with trio.move_on_after(WRITE_DOWN_BOUND):
+                await once(f"session {session.id[:12]}: forgetting its executions", file.forget_executions)
         session.settled.set()
         try:
             if file is not None:
@@ -473,6 +480,23 @@ class SessionManager:
             yield
         finally:
             session.paused -= 1
+
+    async def _pause_kept(self, session: Session, until: float) -> None:
+        """A pause of `session` is kept in its file until `until`: the directory entry says so, so that the
+        next process revives the session at start-up (`_revive_paused`)."""
+        record = session.record
+        if record is not None and record.paused_until < until:
+            session.record = await self._control.update_session(session.id, paused_until=until) or record
+
+    async def _revive_paused(self) -> None:
+        """Bring up, before serving, every stored session that keeps a pause whose window is still open, so
+        that its pauses are live (listed, answerable, expiring) as they were before the restart."""
+        now = self._clock()
+        for record in await self._control.sessions():
+            if not record.condemned and record.paused_until > now:
+                await once(
+                    f"session {record.session_id[:12]}: reviving", functools.partial(self._live, record.session_id)
+                )
 
     def _note_activity(self, session: Session) -> None:
         now = self._clock()

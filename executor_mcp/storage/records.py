@@ -45,6 +45,8 @@ class SessionRecord:
     created_at: float
     last_activity_at: float
     condemned: bool = False
+    # Until when a pause of the session is kept in its file: a restart before then revives the session.
+    paused_until: float = 0.0
 
 
 @attrs.frozen

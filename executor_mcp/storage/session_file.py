@@ -1,5 +1,6 @@
-"""A session's own LMDB file: its meta, the initialize request it was opened with, its activity, and
-the events of answers whose connection went away before they were delivered.
+"""A session's own LMDB file: its meta, the initialize request it was opened with, its activity, the
+events of answers whose connection went away before they were delivered, and its durable executions
+(each one's journal and pause records, as bytes the execution layer encodes).
 
 One environment per session keeps a session's data, its growth and its deletion independent of every
 other session: wiping a session is closing one environment and unlinking two files.
@@ -17,6 +18,8 @@ _INITIALIZE = b"initialize"
 _LAST_ACTIVITY = b"last-activity"
 _EVENT = b"event:"
 _UNDELIVERED = b"undelivered:"
+_JOURNAL = b"journal:"
+_PAUSE = b"pause:"
 _SUFFIX = ".mdb"
 _LOCK_SUFFIX = ".mdb-lock"
 
@@ -141,13 +144,74 @@ class SessionFile:
 
         def _forget(txn) -> None:
             txn.delete(_UNDELIVERED + stream_id.encode())
-            cursor = txn.cursor()
-            if cursor.set_range(prefix):
-                while cursor.key().startswith(prefix):
-                    if not cursor.delete():
-                        break
+            _delete_prefixed(txn, prefix)
 
         await self._env.write(_forget)
+
+
+    # -- durable executions: journals and the pauses that wait on them --------------------------------
+
+    async def keep_execution(
+        self, key: str, records: list[tuple[int, bytes]], pauses: dict[str, bytes] | None = None
+    ) -> None:
+        """Append numbered journal records of execution `key`, and write pause records, in one transaction."""
+        prefix = _JOURNAL + key.encode() + b":"
+
+        def _keep(txn) -> None:
+            for seq, raw in records:
+                txn.put(prefix + _seq(seq), raw)
+            for pause_id, raw in (pauses or {}).items():
+                txn.put(_PAUSE + pause_id.encode(), raw)
+
+        await self._env.write(_keep)
+
+    async def journal(self, key: str) -> list[bytes]:
+        """Execution `key`'s journal records in order (its head first); empty when there is none."""
+        prefix = _JOURNAL + key.encode() + b":"
+        return await self._env.read(lambda txn: [value for _, value in _prefixed(txn, prefix)])
+
+    async def pauses(self) -> list[bytes]:
+        """Every pause record in the file."""
+        return await self._env.read(lambda txn: [value for _, value in _prefixed(txn, _PAUSE)])
+
+    async def forget_execution(self, key: str, pause_ids: list[str]) -> None:
+        """Drop execution `key`'s journal and the given pause records (the execution ended)."""
+        prefix = _JOURNAL + key.encode() + b":"
+
+        def _forget(txn) -> None:
+            _delete_prefixed(txn, prefix)
+            for pause_id in pause_ids:
+                txn.delete(_PAUSE + pause_id.encode())
+
+        await self._env.write(_forget)
+
+    async def forget_executions(self) -> None:
+        """Drop every journal and pause record (the runtime was disposed of: its pauses end with it)."""
+
+        def _forget(txn) -> None:
+            _delete_prefixed(txn, _JOURNAL)
+            _delete_prefixed(txn, _PAUSE)
+
+        await self._env.write(_forget)
+
+
+def _prefixed(txn, prefix: bytes) -> list[tuple[bytes, bytes]]:
+    found = []
+    cursor = txn.cursor()
+    if cursor.set_range(prefix):
+        for key, value in cursor:
+            if not key.startswith(prefix):
+                break
+            found.append((bytes(key), bytes(value)))
+    return found
+
+
+def _delete_prefixed(txn, prefix: bytes) -> None:
+    cursor = txn.cursor()
+    if cursor.set_range(prefix):
+        while cursor.key().startswith(prefix):
+            if not cursor.delete():
+                break
 
 
 def _seq(seq: int) -> bytes:

@@ -2,7 +2,9 @@
 `search` and `invoke` (`passthrough_tools.py`) instead of `execute` and `skills`.
 
 An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
-later request, from this session or another of the same account and org. In `native` elicitation mode
+later request, from this session or another of the same account and org, in this process or (its pause
+being durable: `execution/runs.py`) the next one, which revives it when the session's runtime comes up.
+In `native` elicitation mode
 there is no `resume`: a gated call asks the client inline with `elicitation/create`, and waits for the
 answer no longer than the approval window. In `browser` mode a pause sends the user to the console's
 approval page, and `resume` takes only the executionId: it waits for the person's decision there.
@@ -13,16 +15,20 @@ model reads them and corrects its call.
 
 import functools
 import json
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 
+from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
-from executor_mcp.execution.admission import Admission, Refusal, refusal_result
-from executor_mcp.execution.engine import Engine, Outcome, internal_error
+from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
+from executor_mcp.execution.engine import Engine, Outcome, ToolCall, internal_error
+from executor_mcp.execution.journal import Head, Journal
 from executor_mcp.execution.results import approval_url, render, render_browser_paused, worded_for_invoke
-from executor_mcp.execution.runs import Answer, Book, Pause, Run
+from executor_mcp.execution.runs import Answer, Book, Pause, Run, kept_executions
 from executor_mcp.execution.texts import (
     BROWSER_RESUME_DESCRIPTION,
     EXECUTE_DESCRIPTION,
@@ -133,28 +139,17 @@ def executor_tools(
 
     async def run_code(code: str, context: ToolContext) -> JsonObject:
         """One execution of `code` in the session, rendered: what `execute` and passthrough `invoke` answer."""
-        owner = context.session.owner
-        slot = admission.admit(owner)
+        slot = admission.admit(context.session.owner)
         if isinstance(slot, Refusal):
             return refusal_result(slot)
         mode = context.session.elicitation_mode
-        worded = browser_worded if mode == BROWSER_ELICITATION else None
-        run = Run(book, slot, context.pause_lease, mode=mode, worded=worded)
-        gate: Gate = run.gate
-        if mode == NATIVE_ELICITATION:
-            gate = functools.partial(run.ask_inline, ask=_ask_client(context))
-        call_context = CallContext(principal=owner, policies=policies, gate=gate)
-
-        async def body() -> JsonObject:
-            outcome = await engine.run(code, lambda path, args: catalog.invoke(path, args, call_context), account=owner)
-            return render(outcome)
-
-        def defect() -> JsonObject:
-            return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
-
+        head = engine.head(code, mode)
+        # Native mode asks inline, within the request: nothing of it outlives the request, so nothing is kept.
+        journal = None if mode == NATIVE_ELICITATION else Journal(uuid.uuid4().hex, head)
+        run = new_run(slot, context, journal)
         first = run.next
         try:
-            context.nursery.start_soon(run.drive, body, defect)
+            start(run, head, context)
         except BaseException:
             slot.release()  # the run never started (the session is closing): its place is free again
             raise
@@ -163,6 +158,58 @@ def executor_tools(
         finally:
             if not first.done:
                 run.scope.cancel()  # the caller left before any result: nobody could ever resume it
+
+    def new_run(slot: Slot, context: ToolContext, journal: Journal | None) -> Run:
+        mode = context.session.elicitation_mode
+        return Run(
+            book,
+            slot,
+            context.pause_lease,
+            mode=mode,
+            worded=browser_worded if mode == BROWSER_ELICITATION else None,
+            journal=journal,
+            store=context.store if journal is not None else None,
+            pause_kept=context.pause_kept,
+        )
+
+    def start(run: Run, head: Head, context: ToolContext) -> None:
+        """Drive `run` in the session's nursery: from its start, or (revived) from its journal."""
+        owner = context.session.owner
+        native = context.session.elicitation_mode == NATIVE_ELICITATION
+        ask = functools.partial(run.ask_inline, ask=_ask_client(context))
+
+        def invoke(call: ToolCall, args: Any) -> Awaitable[Any]:
+            gate: Gate = ask if native else functools.partial(run.gate, call)
+            return catalog.invoke(call.path, args, CallContext(principal=owner, policies=policies, gate=gate))
+
+        async def body() -> JsonObject:
+            keeper = None if native else run
+            return render(await engine.execute(head, invoke, account=owner, keeper=keeper))
+
+        def defect() -> JsonObject:
+            return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
+
+        context.nursery.start_soon(run.drive, body, defect)
+
+    async def revive(context: ToolContext) -> None:
+        """The session's durable executions, each back as a run waiting for its pause's answer; those whose
+        window closed while the server was down are expired (a late resume hears so) and forgotten."""
+        store = context.store
+        kept, dead = await kept_executions(store)
+        now = time.time()
+        for execution in kept:
+            pause = execution.pause
+            if pause.expires_at <= now or not context.session.owner.may_act_on(pause.owner):
+                book.expire_kept(pause.pause())
+                dead.append((execution.journal.key, [*execution.stale, pause.id]))
+                continue
+            run = new_run(admission.readmit(context.session.owner), context, execution.journal)
+            run.revived(execution)
+            start(run, execution.journal.head, context)
+        for key, pause_ids in dead:
+            await once(
+                "forgetting a paused execution that ended", functools.partial(store.forget_execution, key, pause_ids)
+            )
 
     async def resume(arguments: JsonObject, context: ToolContext) -> JsonObject:
         execution_id, action = arguments.get("executionId"), arguments.get("action")
@@ -219,8 +266,8 @@ def executor_tools(
     native = ToolRegistry(
         [RegisteredTool(EXECUTE, execute, listing=execute_listing), RegisteredTool(SKILLS_TOOL, skills)]
     )
-    model = ToolRegistry([*native, RegisteredTool(RESUME, resume)])
-    browser = ToolRegistry([*native, RegisteredTool(BROWSER_RESUME, wait_for_the_browser)])
+    model = ToolRegistry([*native, RegisteredTool(RESUME, resume)], revive=revive)
+    browser = ToolRegistry([*native, RegisteredTool(BROWSER_RESUME, wait_for_the_browser)], revive=revive)
     passthrough_native = ToolRegistry(list(passthrough_tools(run_code, catalog, policies)))
     passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
     passthrough_browser_resume = attrs.evolve(BROWSER_RESUME, description=PASSTHROUGH_BROWSER_DESCRIPTION)
@@ -231,9 +278,11 @@ def executor_tools(
     async def wait_for_an_invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
         return worded_for_invoke(await wait_for_the_browser(arguments, context))
 
-    passthrough_model = ToolRegistry([*passthrough_native, RegisteredTool(passthrough_resume, resume_an_invoke)])
+    passthrough_model = ToolRegistry(
+        [*passthrough_native, RegisteredTool(passthrough_resume, resume_an_invoke)], revive=revive
+    )
     passthrough_browser = ToolRegistry(
-        [*passthrough_native, RegisteredTool(passthrough_browser_resume, wait_for_an_invoke)]
+        [*passthrough_native, RegisteredTool(passthrough_browser_resume, wait_for_an_invoke)], revive=revive
     )
 
     def factory(meta: SessionMeta) -> ToolRegistry:

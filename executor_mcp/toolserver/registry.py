@@ -15,6 +15,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.jsonrpc import Message
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
+from executor_mcp.storage.session_file import SessionFile
 
 
 @attrs.frozen
@@ -27,6 +28,9 @@ class ToolContext:
     nursery: trio.Nursery
     ask: Callable[[str, JsonObject], Awaitable[JsonObject]]
     pause_lease: Callable[[], AbstractContextManager[None]]  # hold while waiting on a human
+    store: SessionFile  # where the session keeps its durable executions
+    # Tells the control plane a pause of the session is kept until then, so that a restart revives the session.
+    pause_kept: Callable[[float], Awaitable[None]]
 
 
 ToolHandler = Callable[[JsonObject, ToolContext], Awaitable[JsonObject]]
@@ -41,9 +45,14 @@ class RegisteredTool:
     listing: Callable[[SessionMeta], Awaitable[Tool]] | None = None
 
 
+Revive = Callable[[ToolContext], Awaitable[None]]
+
+
 class ToolRegistry:
-    def __init__(self, tools: list[RegisteredTool] | None = None) -> None:
+    def __init__(self, tools: list[RegisteredTool] | None = None, revive: Revive | None = None) -> None:
+        """`revive` brings back, when a runtime comes up, the work the session's file keeps (durable pauses)."""
         self._tools = {entry.tool.name: entry for entry in tools or ()}
+        self.revive = revive
 
     def __iter__(self) -> Iterator[RegisteredTool]:
         return iter(self._tools.values())

@@ -10,7 +10,7 @@ import functools
 import itertools
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 
 import trio
@@ -21,6 +21,7 @@ from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
 from executor_mcp.protocol.mcp import CallToolParams, Tool, structure_params, tools_list_result
 from executor_mcp.storage.records import SessionMeta
+from executor_mcp.storage.session_file import SessionFile
 from executor_mcp.toolserver.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -39,11 +40,15 @@ class ToolServer:
         tools: ToolRegistry,
         nursery: trio.Nursery,
         lease: Callable[[], AbstractContextManager[None]],
+        store: SessionFile,
+        pause_kept: Callable[[float], Awaitable[None]],
     ) -> None:
         self.meta = meta
         self._tools = tools
         self._nursery = nursery
         self._lease = lease
+        self._store = store
+        self._pause_kept = pause_kept
         self._ids = itertools.count(1)
         self._asked: dict[RequestId, Deferred[Message]] = {}
         self._listing: JsonObject | None = None  # the `tools/list` result, made once per runtime (read only)
@@ -57,6 +62,23 @@ class ToolServer:
             correlation = secrets.token_hex(4)
             log.exception("request %s (%s) failed [%s]", request.id, request.method, correlation)
             return error_response(request.id, Code.INTERNAL_ERROR, f"Internal error [{correlation}]")
+
+    async def revive(self) -> None:
+        """Bring back what the session's file keeps (its durable pauses), before the runtime serves requests.
+        Revived work belongs to no request: it notifies nobody, and asking the client fails."""
+        if self._tools.revive is not None:
+            await self._tools.revive(self._context(_notify_nobody, _ask_nobody))
+
+    def _context(self, notify: Send, ask: Callable[[str, JsonObject], Awaitable[JsonObject]]) -> ToolContext:
+        return ToolContext(
+            session=self.meta,
+            notify=notify,
+            nursery=self._nursery,
+            ask=ask,
+            pause_lease=self._lease,
+            store=self._store,
+            pause_kept=self._pause_kept,
+        )
 
     def receive(self, message: Message) -> None:
         """Client messages that are not requests: answers to our own requests are routed to their askers."""
@@ -96,13 +118,15 @@ class ToolServer:
                 entry = self._tools.get(params.name)
                 if entry is None:
                     raise RpcError(Code.INVALID_PARAMS, f"Tool {params.name} not found")
-                context = ToolContext(
-                    session=self.meta,
-                    notify=notify,
-                    nursery=self._nursery,
-                    ask=functools.partial(self.ask, notify),
-                    pause_lease=self._lease,
-                )
+                context = self._context(notify, functools.partial(self.ask, notify))
                 return await entry.handler(params.arguments, context)
             case _:
                 raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")
+
+
+def _notify_nobody(message: Message) -> None:
+    log.debug("a revived execution notified nobody: %s", getattr(message, "method", "response"))
+
+
+async def _ask_nobody(method: str, params: JsonObject) -> JsonObject:
+    raise ClientError(f"no client to ask ({method}): the work was revived after a restart")

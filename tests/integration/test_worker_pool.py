@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import trio
 
-from executor_mcp.execution.engine import Engine, Limits
+from executor_mcp.execution.engine import Engine
+from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.pool import PoolStats, WorkerPool
 from executor_mcp.sandbox.worker import ADDRESS_SPACE_LIMIT
 from tests import sandbox_processes

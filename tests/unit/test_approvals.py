@@ -5,6 +5,7 @@ import trio
 import trio.testing
 
 from executor_mcp.execution.admission import Admission, Slot
+from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.results import (
     BROWSER_RESUME_PROMPT,
     approval_url,
@@ -44,6 +45,11 @@ def opened(book: Book, owner: Owner, name: str, created_at: float = 0.0) -> Paus
     pause = Pause(id=name, owner=owner, interaction=ASKED, expires_at=created_at + 60, ttl=60, created_at=created_at)
     book.open(pause)
     return pause
+
+
+def a_call() -> ToolCall:
+    """The sandbox's call that meets the gate (these runs have no engine behind them)."""
+    return ToolCall(1, ASKED.address, lambda: None)
 
 
 async def gate(book: Book, pause: Pause) -> None:
@@ -249,7 +255,7 @@ async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_appr
     calls = []
 
     async def body() -> dict:
-        await run.gate(ASKED)
+        await run.gate(a_call(), ASKED)
         calls.append("ran")
         return DONE
 
@@ -285,7 +291,7 @@ async def test_a_declined_run_throws_at_its_gate() -> None:
 
     async def body() -> dict:
         try:
-            await run.gate(ASKED)
+            await run.gate(a_call(), ASKED)
         except ToolThrow as refused:
             thrown.append(str(refused))
         return REFUSED
@@ -307,7 +313,7 @@ async def test_an_unanswered_browser_pause_expires_with_the_window() -> None:
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
 
     async def body() -> dict:
-        await run.gate(ASKED)
+        await run.gate(a_call(), ASKED)
         return DONE
 
     async with trio.open_nursery() as nursery:
@@ -332,7 +338,7 @@ async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(au
         decided = []
 
         async def body(run: Run = run, ran: list = ran) -> dict:
-            await run.gate(ASKED)
+            await run.gate(a_call(), ASKED)
             ran.append("ran")
             return DONE
 
@@ -356,7 +362,7 @@ async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved
     running = trio.Event()
 
     async def body() -> dict:
-        await run.gate(ASKED)
+        await run.gate(a_call(), ASKED)
         running.set()
         await trio.sleep_forever()
         return DONE

@@ -1,0 +1,246 @@
+"""An execution's journal: what it ran and everything it observed from outside, so it can be run again.
+
+A sandbox is deterministic given its inputs, and the host feeds it every input there is: the start (the
+code, its limits, the seed of `Math.random` and the time origin), each tool call's answer, each timer's
+firing, and the clock readings the code made during each step. The journal records those inputs in order,
+one entry per worker step, together with what each step asked for (its outbox: calls, with a digest of
+their arguments, and timers). Replaying it in a fresh worker rebuilds the execution's state exactly, and
+comparing each replayed step's outbox with the recorded one tells a faithful replay from one that
+diverged, before anything is called again.
+
+Two marks around approval gates make a replay safe after a crash: `gate` (the call is waiting for a human;
+the tool has not run) and `pass` (the gate let it through: from here on the tool may have run). A call
+still in flight at the journal's end whose last mark is `gate` can be asked again; any other such call
+has an unknown outcome, and the execution cannot go on without risking a second run of its tool.
+
+Kept in memory while nothing depends on it; `durable` from the first pause on, when every entry recorded
+is written before the host acts on it. No I/O here: the owner writes `unwritten()` where it keeps it.
+"""
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from executor_mcp.codec import converter, dumps, loads
+from executor_mcp.execution.limits import Limits
+
+START = "start"
+SETTLE = "settle"
+FIRE = "fire"
+GATE = "gate"
+PASS = "pass"
+
+
+class JournalFull(Exception):
+    """The execution observed more than its journal keeps."""
+
+
+class BadJournal(Exception):
+    """A stored journal that does not decode (damaged or written by an incompatible version)."""
+
+
+@attrs.frozen
+class Head:
+    """What the execution started from."""
+
+    code: str
+    limits: Limits
+    seed: tuple[int, int, int, int]
+    epoch: float  # the time origin, ms since the Unix epoch
+    mode: str  # the session's elicitation mode: how its pauses are worded
+
+
+@attrs.frozen
+class Step:
+    """One worker step: the input it was given, the clock readings it made, what it asked for, and the
+    execution's CPU seconds so far (every worker it has run in, replays included)."""
+
+    at: float  # epoch seconds, when the step ended: the base of its timers' delays
+    input: dict[str, Any]
+    clock: list[Any]
+    outbox: list[Any]
+    cpu: float
+
+
+@attrs.frozen
+class Mark:
+    kind: str  # GATE | PASS
+    call_id: int
+
+
+Entry = Step | Mark
+
+
+@attrs.frozen
+class InFlight:
+    """A call the journal shows started and not answered."""
+
+    path: str
+    last_mark: str | None
+
+    @property
+    def askable(self) -> bool:
+        """Whether it may be invoked again: it was waiting at its gate, so its tool has not run."""
+        return self.last_mark == GATE
+
+
+@attrs.frozen
+class Pending:
+    """What the execution waits on at the journal's end."""
+
+    calls: dict[int, InFlight]
+    timers: dict[int, float]  # timer id -> when it is due, epoch seconds
+    cpu: float
+
+
+def summary(outbox: list[Any]) -> list[Any]:
+    """An outbox as the journal keeps it: calls with a digest of their arguments instead of the arguments."""
+    summarized: list[Any] = []
+    for item in outbox:
+        kind = item.get("kind")
+        if kind == "call":
+            summarized.append(["call", item["id"], item["path"], _digest(item.get("args"))])
+        elif kind == "timer":
+            summarized.append(["timer", item["id"], item["ms"]])
+        else:
+            summarized.append([kind, item["id"]])
+    return summarized
+
+
+def _digest(args: Any) -> str:
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def mismatch(recorded: list[Any], replayed: list[Any]) -> str | None:
+    """How a replayed step's outbox differs from the recorded one, in words; None when it does not."""
+    for old, new in zip(recorded, replayed, strict=False):
+        if old == new:
+            continue
+        if old[0] == "call" and new[0] == "call":
+            if old[2] != new[2]:
+                return f"called tools.{_short(new[2])} where it had called tools.{_short(old[2])}"
+            if old[3] != new[3]:
+                return f"called tools.{_short(new[2])} with different arguments"
+        return f"asked for {_what(new)} where it had asked for {_what(old)}"
+    if len(replayed) > len(recorded):
+        return f"asked for {_what(replayed[len(recorded)])}, which it had not"
+    if len(recorded) > len(replayed):
+        return f"did not ask for {_what(recorded[len(replayed)])}, which it had"
+    return None
+
+
+def _short(path: str) -> str:
+    return path if len(path) <= 120 else path[:117] + "..."
+
+
+def _what(item: list[Any]) -> str:
+    match item[0]:
+        case "call":
+            return f"a call of tools.{_short(item[2])}"
+        case "timer":
+            return f"a timer of {item[2]:g} ms"
+        case _:
+            return "a timer to be cleared"
+
+
+class Journal:
+    def __init__(self, key: str, head: Head, entries: Iterable[Entry] | None = None) -> None:
+        """`key` names it in the session file. With `entries` it is one read back from where it is kept (head
+        and entries as they are stored there), else a new one."""
+        self.key = key
+        self.head = head
+        self.limit = head.limits.journal
+        self.entries: list[Entry] = list(entries or ())
+        self.durable = entries is not None
+        head_raw = encode_head(head)
+        self.size = len(head_raw) + sum(len(encode_entry(entry)) for entry in self.entries)
+        # Records (the head is number 0, entry i is i + 1) not yet kept, and how many are.
+        self._unwritten: list[bytes] = [] if self.durable else [head_raw]
+        self._kept = len(self.entries) + 1 if self.durable else 0
+
+    @property
+    def steps(self) -> list[Step]:
+        return [entry for entry in self.entries if isinstance(entry, Step)]
+
+    def record(self, entry: Entry) -> None:
+        """Add an entry; a step past the limit raises `JournalFull` (marks are a few bytes, one or two per
+        gated call, so they never do)."""
+        raw = encode_entry(entry)
+        if isinstance(entry, Step) and self.size + len(raw) > self.limit:
+            raise JournalFull(
+                f"Execution stopped: it observed more than {self.limit // (1024 * 1024)} MiB from outside (tool "
+                "results, timers and clock readings), more than its journal keeps (--execution-journal-limit). "
+                "Read less in one execution (page through results, or pass fewer fields), then run execute again."
+            )
+        self.size += len(raw)
+        self.entries.append(entry)
+        self._unwritten.append(raw)
+
+    def unwritten(self) -> list[tuple[int, bytes]]:
+        """Records not kept yet, numbered: the head (0) first for a new journal, then entries in order."""
+        return [(self._kept + offset, raw) for offset, raw in enumerate(self._unwritten)]
+
+    def written(self, count: int) -> None:
+        """The first `count` records of `unwritten()` are kept now."""
+        del self._unwritten[:count]
+        self._kept += count
+
+    def pending(self) -> Pending:
+        """Calls and timers the execution waits on after its last recorded step."""
+        calls: dict[int, InFlight] = {}
+        timers: dict[int, float] = {}
+        cpu = 0.0
+        for entry in self.entries:
+            if isinstance(entry, Mark):
+                if entry.call_id in calls:
+                    calls[entry.call_id] = attrs.evolve(calls[entry.call_id], last_mark=entry.kind)
+                continue
+            cpu = entry.cpu
+            if entry.input.get("op") == SETTLE:
+                calls.pop(entry.input.get("id"), None)
+            elif entry.input.get("op") == FIRE:
+                timers.pop(entry.input.get("id"), None)
+            for item in entry.outbox:
+                if item[0] == "call":
+                    calls[item[1]] = InFlight(path=item[2], last_mark=None)
+                elif item[0] == "timer":
+                    timers[item[1]] = entry.at + item[2] / 1000
+                else:
+                    timers.pop(item[1], None)
+        return Pending(calls=calls, timers=timers, cpu=cpu)
+
+
+def encode_head(head: Head) -> bytes:
+    return dumps(converter.unstructure(head))
+
+
+def decode_head(raw: bytes) -> Head:
+    try:
+        return converter.structure(loads(raw), Head)
+    except Exception as exc:
+        raise BadJournal(f"unreadable journal head ({type(exc).__name__})") from None
+
+
+def encode_entry(entry: Entry) -> bytes:
+    if isinstance(entry, Mark):
+        return dumps({"mark": entry.kind, "id": entry.call_id})
+    return dumps({"at": entry.at, "in": entry.input, "clock": entry.clock, "out": entry.outbox, "cpu": entry.cpu})
+
+
+def decode_entry(raw: bytes) -> Entry:
+    try:
+        value = loads(raw)
+        if "mark" in value:
+            if value["mark"] not in (GATE, PASS) or not isinstance(value["id"], int):
+                raise ValueError("unknown mark")
+            return Mark(value["mark"], value["id"])
+        step = Step(at=value["at"], input=value["in"], clock=value["clock"], outbox=value["out"], cpu=value["cpu"])
+        if not isinstance(step.input, dict) or not isinstance(step.outbox, list) or not isinstance(step.clock, list):
+            raise ValueError("malformed step")
+        return step
+    except Exception as exc:
+        raise BadJournal(f"unreadable journal entry ({type(exc).__name__})") from None

@@ -1,0 +1,217 @@
+"""Durable paused executions against the real server: a pause holds no sandbox worker, survives SIGTERM and
+SIGKILL, and resumes by replaying its journal, calling no tool a second time."""
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import lmdb
+import pytest
+import trio
+from mcp import Client
+
+from executor_mcp.sessions.manager import SESSIONS_DIR
+from tests.process import ServerProcess, server_process
+from tests.sdk import connect, execution_id, text_of
+from tests.upstream import Answer, Received, Upstream, start_upstream
+
+READ = "tools.ledger.org.public.notes.readNote"
+WRITE = "tools.ledger.org.public.entries.addEntry"
+# Reads the clock and the random source, passes what it read out through an ungated call (the upstream
+# records it), then pauses on a write.
+OBSERVING = f"""
+const t0 = Date.now();
+const r0 = Math.random();
+const d0 = new Date().toISOString();
+const p0 = performance.now();
+const noted = await {READ}({{ text: `${{t0}}|${{r0}}|${{d0}}|${{p0}}` }});
+const entry = await {WRITE}({{ body: {{ amount: 5 }} }});
+return {{ t0, r0, d0, p0, noted: noted.data, entry: entry.data, after: typeof Math.random() }};
+"""
+
+
+def ledger_spec(server_url: str) -> str:
+    return json.dumps(
+        {
+            "openapi": "3.0.3",
+            "info": {"title": "Ledger", "version": "1"},
+            "servers": [{"url": server_url}],
+            "paths": {
+                "/notes": {
+                    "get": {
+                        "operationId": "readNote",
+                        "tags": ["notes"],
+                        "parameters": [{"name": "text", "in": "query", "schema": {"type": "string"}}],
+                        "responses": {"200": {"description": "ok", "content": {"application/json": {}}}},
+                    }
+                },
+                "/entries": {
+                    "post": {
+                        "operationId": "addEntry",
+                        "tags": ["entries"],
+                        "requestBody": {
+                            "content": {
+                                "application/json": {
+                                    "schema": {"type": "object", "properties": {"amount": {"type": "number"}}}
+                                }
+                            }
+                        },
+                        "responses": {"201": {"description": "created", "content": {"application/json": {}}}},
+                    }
+                },
+            },
+        }
+    )
+
+
+def ledger(request: Received) -> Answer:
+    if request.path == "/notes":
+        return Answer(body=json.dumps({"query": request.query}).encode())
+    if request.path == "/entries":
+        return Answer(status=201, body=json.dumps({"created": json.loads(request.body or b"{}")}).encode())
+    return Answer(status=404, body=b"{}")
+
+
+@pytest.fixture
+async def upstream(nursery: trio.Nursery) -> Upstream:
+    return await start_upstream(nursery, ledger)
+
+
+async def add_ledger(url: str, upstream: Upstream) -> None:
+    """The ledger integration and a no-auth org connection to it, through the HTTP API."""
+    base = url.removesuffix("/mcp")
+    async with httpx.AsyncClient(timeout=30) as http:
+        added = await http.post(
+            f"{base}/api/openapi/specs",
+            json={"spec": {"kind": "blob", "value": ledger_spec(upstream.url)}, "slug": "ledger"},
+        )
+        assert added.status_code == 200, added.text
+        connected = await http.post(
+            f"{base}/api/connections",
+            json={"owner": "org", "name": "public", "integration": "ledger", "template": "none"},
+        )
+        assert connected.status_code == 200, connected.text
+
+
+async def execute(client: Client, code: str) -> Any:
+    return await client.call_tool("execute", {"code": code})
+
+
+async def resume(client: Client, execution: str, action: str = "accept") -> Any:
+    return await client.call_tool("resume", {"executionId": execution, "action": action})
+
+
+async def stop(server: ServerProcess, how: signal.Signals) -> None:
+    server.process.send_signal(how)
+    await server.wait()
+
+
+SERVE = ("--allow-local-network",)
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+async def test_a_pause_survives_a_restart_and_resumes_without_calling_a_tool_twice(
+    tmp_path: Path, upstream: Upstream, how: signal.Signals
+) -> None:
+    data_dir = tmp_path / "data"
+    async with server_process(data_dir, *SERVE) as first:
+        await add_ledger(first.url, upstream)
+        async with connect(first.url, mode="legacy") as (client, _):
+            paused = await execute(client, OBSERVING)
+        assert "executionId:" in text_of(paused), text_of(paused)
+        await stop(first, how)
+    (noted,) = upstream.calls("/notes")
+    assert upstream.calls("/entries") == []
+
+    async with server_process(data_dir, *SERVE) as second:
+        async with connect(second.url, mode="legacy") as (client, _):
+            resumed = await resume(client, execution_id(paused))
+        assert not resumed.is_error, text_of(resumed)
+        result = resumed.structured_content["result"]
+        await stop(second, signal.SIGTERM)
+    assert len(upstream.calls("/notes")) == 1  # the replay answered the read from the journal
+    (written,) = upstream.calls("/entries")
+    assert json.loads(written.body) == {"amount": 5}
+    # What the code read before its pause is what it reads after the replay: the values it sent out then.
+    assert result["noted"] == {"query": noted.query}
+    t0, r0, d0, p0 = httpx.QueryParams(noted.query)["text"].split("|")
+    assert (int(t0), float(r0), d0, float(p0)) == (result["t0"], result["r0"], result["d0"], result["p0"])
+    assert result["entry"] == {"created": {"amount": 5}}
+    assert result["after"] == "number"
+
+
+async def test_two_pauses_in_one_execution_across_two_restarts(tmp_path: Path, upstream: Upstream) -> None:
+    data_dir = tmp_path / "data"
+    code = f"""
+    const first = await {WRITE}({{ body: {{ amount: 1 }} }});
+    const stamp = Date.now();
+    const second = await {WRITE}({{ body: {{ amount: 2 }} }});
+    return {{ first: first.data, second: second.data, stamp }};
+    """
+    async with server_process(data_dir, *SERVE) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = await execute(client, code)
+        await stop(server, signal.SIGKILL)
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            again = await resume(client, execution_id(paused))
+        assert "executionId:" in text_of(again), text_of(again)
+        assert execution_id(again) != execution_id(paused)
+        await stop(server, signal.SIGTERM)
+    assert [json.loads(r.body) for r in upstream.calls("/entries")] == [{"amount": 1}]
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            done = await resume(client, execution_id(again))
+            stale = await resume(client, execution_id(paused))
+        await stop(server, signal.SIGTERM)
+    assert not done.is_error, text_of(done)
+    result = done.structured_content["result"]
+    assert result["first"] == {"created": {"amount": 1}}
+    assert result["second"] == {"created": {"amount": 2}}
+    assert [json.loads(r.body) for r in upstream.calls("/entries")] == [{"amount": 1}, {"amount": 2}]
+    assert stale.is_error  # the first pause was answered long ago; its id is no longer resumable
+    assert stale.structured_content["status"] in {"execution_not_found", "execution_already_settled"}
+
+
+def _tamper_with_the_read(data_dir: Path) -> None:
+    """Change what the journal says the ungated read returned, as a value the journal cannot reproduce."""
+    (path,) = [p for p in (data_dir / SESSIONS_DIR).glob("*.mdb")]
+    env = lmdb.open(str(path), subdir=False)
+    try:
+        with env.begin(write=True) as txn:
+            changed = 0
+            for key, value in list(txn.cursor()):
+                if key.startswith(b"journal:") and b'"op":"settle"' in value and b"query" in value:
+                    txn.put(key, value.replace(b"query", b"quarry"))
+                    changed += 1
+            assert changed == 1
+    finally:
+        env.close()
+
+
+async def test_a_replay_that_diverges_fails_clearly_and_calls_nothing(tmp_path: Path, upstream: Upstream) -> None:
+    data_dir = tmp_path / "data"
+    code = f"""
+    const noted = await {READ}({{ text: "x" }});
+    if (noted.data.query === undefined) return await {READ}({{ text: "a branch the journal never saw" }});
+    return (await {WRITE}({{ body: {{ amount: 1 }} }})).data;
+    """
+    async with server_process(data_dir, *SERVE) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = await execute(client, code)
+        await stop(server, signal.SIGKILL)
+    _tamper_with_the_read(data_dir)
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            failed = await resume(client, execution_id(paused))
+        await stop(server, signal.SIGTERM)
+    assert failed.is_error
+    text = text_of(failed)
+    assert "Execution could not be resumed" in text, text
+    assert "Run the execute tool again" in text
+    assert len(upstream.calls("/notes")) == 1
+    assert upstream.calls("/entries") == []
