@@ -21,6 +21,17 @@ bound must not count the new one before the old one is gone. Timers cleared befo
 are dropped from the list of new ones once they outnumber the live ones, so a set-and-clear loop cannot
 grow what `drain` walks (outside the CPU budget) beyond a bound.
 
+Durable paused executions rebuild an execution by running its code again in a fresh worker with the
+same inputs, so the prelude makes what the code observes of the world reproducible. `Math.random` is
+xoshiro128** (32-bit words, `Math.imul`, no BigInt), seeded by the host; a double takes 53 bits from
+two outputs. Every clock reading (`Date.now()`, `new Date()` and `Date()` without arguments, also
+through `Date.prototype.constructor`, and `performance.now()`) goes through one reader that records it,
+run-length encoded, for the step's reply, or in a replay step takes the journaled value instead and
+notes the first mismatch. `Date` with arguments, `Date.UTC`, `Date.parse` and `Date.prototype` are the
+originals. `performance.now()` counts from the execution's epoch, never goes back, and is coarsened
+(`PERF_STEPS_PER_MS`) so that a timing loop repeats values. The host drives this through the function the
+prelude evaluates to, which no global holds: the code can neither read nor reset the records.
+
 The code itself is wrapped so its own line numbers are kept: the wrapper opens on the line before the
 code (`CODE_LINE_OFFSET`), and no wrapper text shares a line with it. The prelude is evaluated as one
 line, so a stack frame inside it (line 1) can never be mistaken for a line of the agent's code.
@@ -44,6 +55,17 @@ _PRELUDE_SOURCE = r"""
   const isPrototypeOf = Object.prototype.isPrototypeOf;
   const errorPrototype = Error.prototype;
   const slice = String.prototype.slice;
+  const construct = Reflect.construct;
+  const imul = Math.imul;
+  const floor = Math.floor;
+  const OriginalDate = Date;
+  const datePrototype = Date.prototype;
+  const dateNow = Date.now;
+  const dateToString = Date.prototype.toString;
+  const livePerformance = performance;
+  const performanceNow = performance.now;
+  const MAX_CLOCK_ENTRIES = __MAX_CLOCK_ENTRIES__;
+  const PERF_STEPS_PER_MS = __PERF_STEPS_PER_MS__;
   const MAX_LOG_LINES = __MAX_LOG_LINES__;
   const MAX_LOG_LINE = __MAX_LOG_LINE__;
   const MAX_EMITTED = __MAX_EMITTED__;
@@ -294,6 +316,147 @@ _PRELUDE_SOURCE = r"""
     },
   });
 
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  const nextWord = () => {
+    const scrambled = imul(s1, 5);
+    const result = imul((scrambled << 7) | (scrambled >>> 25), 9) >>> 0;
+    const shifted = s1 << 9;
+    s2 ^= s0;
+    s3 ^= s1;
+    s1 ^= s2;
+    s0 ^= s3;
+    s2 ^= shifted;
+    s3 = (s3 << 11) | (s3 >>> 21);
+    return result;
+  };
+  const random = {
+    random() { return ((nextWord() >>> 5) * 67108864 + (nextWord() >>> 6)) / 9007199254740992; },
+  }.random;
+
+  let epoch = 0;
+  let wallAnchor = 0;
+  let monotonicAnchor = 0;
+  let lastPerf = 0;
+  let readKinds = [];
+  let readValues = [];
+  let readCounts = [];
+  let replay = null;
+  let replayIndex = 0;
+  let replayUsed = 0;
+  let extraReadings = 0;
+  let diverged = null;
+  const CLOCK_NAMES = { __proto__: null, date: "Date", perf: "performance.now()" };
+  const times = (count) => count + (count === 1 ? " time" : " times");
+  const liveDate = () => dateNow();
+  const livePerf = () => {
+    const since = wallAnchor - epoch + (apply(performanceNow, livePerformance, []) - monotonicAnchor);
+    return floor(since * PERF_STEPS_PER_MS) / PERF_STEPS_PER_MS;
+  };
+  const read = (kind, live) => {
+    let entry = null;
+    let mismatch = null;
+    if (replay !== null && diverged === null && extraReadings === 0 && replayIndex < replay.length) {
+      entry = replay[replayIndex];
+      if (entry[0] !== kind) {
+        mismatch = "the code read the clock (" + CLOCK_NAMES[kind] + ") where the journal has " + CLOCK_NAMES[entry[0]];
+        entry = null;
+      }
+    }
+    let value = entry !== null ? entry[1] : live();
+    if (kind === "perf" && !(value >= lastPerf)) value = lastPerf;
+    const last = readKinds.length - 1;
+    const repeated = last >= 0 && readKinds[last] === kind && readValues[last] === value;
+    if (!repeated && readKinds.length >= MAX_CLOCK_ENTRIES) {
+      throw new RangeErrorConstructor(
+        "The clock (" + CLOCK_NAMES[kind] + ") was not read: the code read " + MAX_CLOCK_ENTRIES + " different " +
+        "clock values since it last waited on a tool call or timer, the most it may. Every reading is kept so " +
+        "that a paused execution can be rebuilt; read the clock less often (once before a loop, say, rather " +
+        "than in every iteration)",
+      );
+    }
+    if (mismatch !== null) diverged = mismatch;
+    else if (entry !== null) {
+      replayUsed++;
+      if (replayUsed >= entry[2]) { replayIndex++; replayUsed = 0; }
+    } else if (replay !== null && diverged === null) extraReadings++;
+    if (kind === "perf") lastPerf = value;
+    if (repeated) readCounts[last]++;
+    else {
+      append(readKinds, kind);
+      append(readValues, value);
+      append(readCounts, 1);
+    }
+    return value;
+  };
+  const readDate = () => read("date", liveDate);
+  const clock = {
+    __proto__: null,
+    open(text) {
+      const opening = parse(text);
+      s0 = opening[0] | 0;
+      s1 = opening[1] | 0;
+      s2 = opening[2] | 0;
+      s3 = opening[3] | 0;
+      epoch = opening[4];
+      wallAnchor = dateNow();
+      monotonicAnchor = apply(performanceNow, livePerformance, []);
+    },
+    step(text) {
+      readKinds = [];
+      readValues = [];
+      readCounts = [];
+      replay = parse(text);
+      replayIndex = 0;
+      replayUsed = 0;
+      extraReadings = 0;
+      diverged = null;
+    },
+    close() {
+      if (replay !== null && diverged === null) {
+        let left = -replayUsed;
+        for (let index = replayIndex; index < replay.length; index++) left += replay[index][2];
+        const excess = extraReadings > 0 ? times(extraReadings) + " more" : left > 0 ? times(left) + " fewer" : null;
+        if (excess !== null) diverged = "the code read the clock " + excess + " than the journal has";
+      }
+      let text = "";
+      for (let index = 0; index < readKinds.length; index++) {
+        text += (index ? ',["' : '["') + readKinds[index] + '",' + toText(readValues[index]) + "," +
+          readCounts[index] + "]";
+      }
+      replay = null;
+      return flat('{"clock":[' + text + '],"diverged":' + (diverged === null ? "null" : quote(diverged)) + "}");
+    },
+  };
+
+  const ClockedDate = function Date(...args) {
+    if (new.target === undefined) return apply(dateToString, construct(OriginalDate, [readDate()]), []);
+    return construct(OriginalDate, args.length === 0 ? [readDate()] : args, new.target);
+  };
+  const defineBuiltin = (object, key, value) =>
+    defineProperty(object, key, { value, writable: true, enumerable: false, configurable: true });
+  defineProperty(ClockedDate, "length", { value: 7, writable: false, enumerable: false, configurable: true });
+  defineProperty(ClockedDate, "prototype", {
+    value: datePrototype, writable: false, enumerable: false, configurable: false,
+  });
+  defineBuiltin(ClockedDate, "now", { now() { return readDate(); } }.now);
+  defineBuiltin(ClockedDate, "parse", OriginalDate.parse);
+  defineBuiltin(ClockedDate, "UTC", OriginalDate.UTC);
+  defineBuiltin(datePrototype, "constructor", ClockedDate);
+  defineBuiltin(globalThis, "Date", ClockedDate);
+  defineBuiltin(Math, "random", random);
+  const clockedPerformance = {
+    now() { return read("perf", livePerf); },
+    get timeOrigin() { return epoch; },
+  };
+  defineProperty(clockedPerformance, "now", { writable: false, configurable: false });
+  defineProperty(clockedPerformance, "timeOrigin", { configurable: false });
+  defineProperty(globalThis, "performance", {
+    value: clockedPerformance, writable: true, enumerable: true, configurable: true,
+  });
+
   defineProperty(globalThis, "__executor", { value: host, enumerable: false });
   defineProperty(globalThis, "tools", { value: toolsAt(""), enumerable: false });
   globalThis.console = console;
@@ -341,6 +504,7 @@ _PRELUDE_SOURCE = r"""
     timerCount--;
     if (timer.reported) append(cleared, id);
   };
+  return (op, text) => clock[op](text);
 })();
 """
 
@@ -349,6 +513,11 @@ MAX_LOG_LINE = 10_000
 MAX_EMITTED = 1000
 MAX_DELAY_MS = 2**31 - 1
 """The longest timer delay, as JavaScript engines clamp it; the host clamps to it too."""
+MAX_CLOCK_ENTRIES = 100_000
+"""Distinct clock readings (run-length entries) one step may make; each is journaled and sent to the host."""
+PERF_STEPS_PER_MS = 10
+"""`performance.now()` is coarsened to 0.1 ms (as browsers coarsen it), so a timing loop repeats readings
+that the run-length encoding folds, instead of journaling a new value on every iteration."""
 
 # Every statement above ends in a semicolon or brace, so joining the lines cannot change its meaning.
 _PRELUDE = (
@@ -357,6 +526,8 @@ _PRELUDE = (
     .replace("__MAX_LOG_LINE__", str(MAX_LOG_LINE))
     .replace("__MAX_EMITTED__", str(MAX_EMITTED))
     .replace("__MAX_DELAY__", str(MAX_DELAY_MS))
+    .replace("__MAX_CLOCK_ENTRIES__", str(MAX_CLOCK_ENTRIES))
+    .replace("__PERF_STEPS_PER_MS__", str(PERF_STEPS_PER_MS))
 )
 
 

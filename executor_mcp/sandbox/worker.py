@@ -14,14 +14,38 @@ cached threads that exit after idling, which would kill healthy workers.
 
 Requests and replies (one reply per request):
 
-    {"op": "start", "code", "memory", "stack", "cpu", "max_timers", "max_tool_calls"}  -> step
-    {"op": "settle", "id", "ok", "payload"}               -> step   (a tool call's answer)
-    {"op": "fire", "id"}                                  -> step   (a timer is due)
-    step = {"op": "step", "outbox": [...], "done": null | {...}, "retire": bool}
+    {"op": "start", "code", "memory", "stack", "cpu", "max_timers", "max_tool_calls", "seed"?, "epoch"?, "clock"?}
+                                                            -> step
+    {"op": "settle", "id", "ok", "payload", "clock"?}     -> step   (a tool call's answer)
+    {"op": "fire", "id", "clock"?}                        -> step   (a timer is due)
+    {"op": "drop"}                                        -> {"op": "dropped"}
+    step = {"op": "step", "outbox": [...], "done": null | {...}, "retire": bool, "clock": [...],
+            "diverged": null | str, "cpu": float}
 
 `outbox` lists what the code now waits on (`call`, `timer`, `clear`); `done` is the outcome once the
 code's promise settled, after which the context is dropped. `retire` asks the server not to reuse this
-process (after a limit breach the engine's state is not worth trusting).
+process (after a limit breach the engine's state is not worth trusting). `drop` lets go of the current
+execution (a paused one giving its worker back), if any, and the worker stays reusable.
+
+Durable executions: everything the code can observe from outside is an input the host can journal and
+feed again, so a paused execution can be rebuilt in a fresh worker by re-running its code. Tool answers
+and timer firings are requests already; the rest is here:
+
+- `seed` (4 integers in [0, 2^32), not all zero) seeds `Math.random` (xoshiro128**), and `epoch` (ms
+  since the Unix epoch) is the execution's time origin (`performance.timeOrigin`, and what
+  `performance.now()` counts from). Without them the worker picks a random seed and the current time.
+- A step's reply lists in `clock` every clock reading the code made during it, in order, run-length
+  encoded: `[kind, value, count]`, kind `"date"` (integer ms, as `Date.now()`, `new Date()` and `Date()`
+  read it) or `"perf"` (float ms since `epoch`, as `performance.now()`), `count` identical readings in a
+  row. A request's `clock` (such a list; null or absent for a live step) makes it a replay step: each
+  reading takes the next journaled value instead. The first way the code's readings did not match it
+  (another kind, more readings, fewer) is the reply's `diverged`, an English sentence; from there the
+  step reads the live clock. A step makes at most `MAX_CLOCK_ENTRIES` entries; past that a reading
+  throws a RangeError the code can catch.
+- `cpu` is the CPU time (seconds) the execution has used so far, so the host can carry the budget over
+  when it rebuilds an execution.
+
+A malformed seed, epoch or clock is refused with `{"op": "error"}`, leaving the current execution as it was.
 
 Every execution gets a context of its own, never used before. Building one and evaluating the prelude
 in it is most of what starting an execution costs, so once a reply is written the worker builds the
@@ -29,6 +53,7 @@ next execution's context while it waits (a `Realm`), with the limits the last `s
 """
 
 import json
+import math
 import os
 import re
 import resource
@@ -36,12 +61,13 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import attrs
 import quickjs
 
-from executor_mcp.sandbox.prelude import prelude
+from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES, prelude
 from executor_mcp.sandbox.protocol import MAX_FRAME, FrameDecoder, encode
 from executor_mcp.sandbox.source import Prepared, prepare
 
@@ -53,6 +79,9 @@ _SYNTAX = "SyntaxError: "
 _BARE = frozenset({"null", "undefined"})
 _NEARLY_FULL = 0.9
 _ORPHANED = 3
+Seed = tuple[int, int, int, int]
+ClockEntry = tuple[str, int | float, int]
+Clock = list[ClockEntry]
 TOO_DEEP = (
     "The execution's output (a tool call's arguments, an emitted value or its logs) is nested too deeply to pass "
     "on (about 1,000 levels at most); flatten it"
@@ -74,19 +103,27 @@ class RealmLimits:
 
 
 class Realm:
-    """A fresh QuickJS context for one execution, with its prelude loaded or still to load."""
+    """A fresh QuickJS context for one execution, with its prelude loaded or still to load.
+
+    Loading the prelude yields its clock (the function that seeds `Math.random`, opens and closes a step's
+    clock readings): the worker holds it, and no global does, so the agent's code cannot reach it.
+    """
 
     def __init__(self, limits: RealmLimits) -> None:
         self.limits = limits
         self.context = quickjs.Context()
         self.context.set_memory_limit(limits.memory)
         self.context.set_max_stack_size(limits.stack)
-        self._loaded = False
+        self._clock: Any = None
 
     def load(self) -> None:
-        if not self._loaded:
-            self.context.eval(prelude(max_timers=self.limits.max_timers, max_tool_calls=self.limits.max_tool_calls))
-            self._loaded = True
+        if self._clock is None:
+            source = prelude(max_timers=self.limits.max_timers, max_tool_calls=self.limits.max_tool_calls)
+            self._clock = self.context.eval(source)
+
+    def clock(self, op: str, text: str = "") -> Any:
+        self.load()
+        return self._clock(op, text)
 
     @classmethod
     def ready(cls, limits: RealmLimits) -> "Realm | None":
@@ -101,48 +138,74 @@ class Realm:
 
 
 class Execution:
-    def __init__(self, code: str, cpu: float, realm: Realm) -> None:
+    """One execution in its own realm. Its seed and epoch are fixed for its life, so a replay of it in
+    another worker (given the same seed, epoch and each step's `clock`) observes what it observed."""
+
+    def __init__(
+        self, code: str, cpu: float, realm: Realm, *, seed: Seed | None = None, epoch: float | None = None
+    ) -> None:
         self.cpu_budget = cpu
         self.cpu_used = 0.0
         self.memory = realm.limits.memory
         self.prepared: Prepared | None = None
         self.context = realm.context
+        self.seed = fresh_seed() if seed is None else seed
+        self.epoch = time.time() * 1000 if epoch is None else epoch
         self._realm = realm
         self._code = code
+        self._opened = False
         self._loading = False  # while the agent's program is parsed (and runs up to its first await)
 
-    def start(self) -> dict[str, Any]:
+    def start(self, clock: Clock | None = None) -> dict[str, Any]:
         def run() -> None:
-            self._realm.load()
             self.prepared = prepare(self._code)
             self._loading = True
             self.context.eval(self.prepared.program)
             self._loading = False
 
-        return self._step(run)
+        return self._step(run, clock)
 
-    def settle(self, call_id: int, ok: bool, payload: str | None) -> dict[str, Any]:
+    def settle(self, call_id: int, ok: bool, payload: str | None, clock: Clock | None = None) -> dict[str, Any]:
         arguments = f"{int(call_id)}, {json.dumps(bool(ok))}, {json.dumps(payload)}"
-        return self._step(lambda: self.context.eval(f"__executor.settle({arguments})"))
+        return self._step(lambda: self.context.eval(f"__executor.settle({arguments})"), clock)
 
-    def fire(self, timer_id: int) -> dict[str, Any]:
-        return self._step(lambda: self.context.eval(f"__executor.fire({int(timer_id)})"))
+    def fire(self, timer_id: int, clock: Clock | None = None) -> dict[str, Any]:
+        return self._step(lambda: self.context.eval(f"__executor.fire({int(timer_id)})"), clock)
 
-    def _step(self, action) -> dict[str, Any]:
+    def _begin(self, clock: Clock | None) -> None:
+        if not self._opened:
+            self._realm.clock("open", json.dumps([*self.seed, self.epoch]))
+            self._opened = True
+        self._realm.clock("step", json.dumps(clock))
+
+    def _step(self, action: Callable[[], object], clock: Clock | None) -> dict[str, Any]:
+        def begun() -> None:
+            self._begin(clock)
+            action()
+
         try:
-            self._metered(action)
+            self._metered(begun)
             while self._metered(self.context.execute_pending_job):
                 pass
             outbox = json.loads(self.context.eval("__executor.drain()"))
+            readings = json.loads(self._realm.clock("close"))
             state = self.context.eval("__executor.state()")
             finished = None if state is None else json.loads(state)
         except quickjs.JSException as exc:
             return self._failed(str(exc))
         except RecursionError:
             # JavaScript nests deeper than Python's parser goes: tool arguments, emitted values or logs.
-            return _ended(TOO_DEEP, retire=False)
+            return _ended(TOO_DEEP, retire=False, cpu=self.cpu_used)
         done = None if finished is None else self._finish(finished)
-        return {"op": "step", "outbox": outbox, "done": done, "retire": False}
+        return {
+            "op": "step",
+            "outbox": outbox,
+            "done": done,
+            "retire": False,
+            "clock": readings["clock"],
+            "diverged": readings["diverged"],
+            "cpu": self.cpu_used,
+        }
 
     def _metered(self, call):
         remaining = self.cpu_budget - self.cpu_used
@@ -190,7 +253,7 @@ class Execution:
             message = self.prepared.syntax_error(head.removeprefix(_SYNTAX), line, column)
         else:
             message = self._describe(head, rest)
-        return _ended(message, retire=retire)
+        return _ended(message, retire=retire, cpu=self.cpu_used)
 
     def _describe(self, message: str, stack: str) -> str:
         """The message, with the first position that lies in the agent's code, as (line:column)."""
@@ -202,17 +265,67 @@ class Execution:
         return message
 
 
-def _too_large(size: int) -> dict[str, Any]:
+def _too_large(size: int, cpu: float) -> dict[str, Any]:
     error = (
         f"The execution's output ({size // (1024 * 1024)} MiB with its logs and tool call arguments) exceeds the "
         f"{MAX_FRAME // (1024 * 1024)} MiB a sandbox can send; return or pass less data"
     )
-    return _ended(error, retire=True)
+    return _ended(error, retire=True, cpu=cpu)
 
 
-def _ended(error: str, *, retire: bool) -> dict[str, Any]:
+def _ended(error: str, *, retire: bool, cpu: float) -> dict[str, Any]:
     done = {"ok": False, "error": error, "logs": [], "emitted": []}
-    return {"op": "step", "outbox": [], "done": done, "retire": retire}
+    return {"op": "step", "outbox": [], "done": done, "retire": retire, "clock": [], "diverged": None, "cpu": cpu}
+
+
+def fresh_seed() -> Seed:
+    """Four random 32-bit words, not all zero (xoshiro128** would then draw only zeros)."""
+    while not any(seed := tuple(int.from_bytes(os.urandom(4), "big") for _ in range(4))):
+        pass
+    return seed  # type: ignore[return-value]
+
+
+def seed_of(value: object) -> Seed | None:
+    """A start request's seed, checked: the host is trusted, but a bad seed must fail loudly, not draw zeros."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 4
+        or not all(type(word) is int and 0 <= word < 1 << 32 for word in value)
+        or not any(value)
+    ):
+        raise ValueError("seed must be 4 integers in [0, 2^32), not all zero")
+    return (value[0], value[1], value[2], value[3])
+
+
+def epoch_of(value: object) -> float | None:
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+        raise ValueError("epoch must be a finite number of milliseconds")
+    return float(value)  # type: ignore[arg-type]
+
+
+def clock_of(value: object) -> Clock | None:
+    """A replay step's clock readings, checked, as the step replies listed them."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_CLOCK_ENTRIES:
+        raise ValueError(f"clock must be a list of at most {MAX_CLOCK_ENTRIES} readings")
+    entries: list[ClockEntry] = []
+    for entry in value:
+        if not isinstance(entry, list) or len(entry) != 3:
+            raise ValueError("a clock reading is [kind, value, count]")
+        kind, reading, count = entry
+        if kind == "date" and type(reading) is int:
+            pass
+        elif kind != "perf" or type(reading) not in (int, float) or not math.isfinite(reading):
+            raise ValueError(f"a clock reading's kind is date (integer ms) or perf (ms), not {str(kind)[:20]!r}")
+        if type(count) is not int or count < 1:
+            raise ValueError("a clock reading's count is a positive integer")
+        entries.append((kind, reading, count))
+    return entries
 
 
 def _confine() -> None:
@@ -254,23 +367,34 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
     spare: Realm | None = None
     while (message := _read(stdin, decoder)) is not None:
         op = message.get("op")
-        if op == "start":
-            limits = RealmLimits.of(message)
-            realm = spare if spare is not None and spare.limits == limits else Realm(limits)
-            spare = None
-            execution = Execution(message["code"], message["cpu"], realm)
-            reply = execution.start()
-        elif execution is not None and op == "settle":
-            reply = execution.settle(message["id"], message["ok"], message.get("payload"))
-        elif execution is not None and op == "fire":
-            reply = execution.fire(message["id"])
-        else:
-            reply = {"op": "error", "error": f"unexpected request {op!r}"}
+        try:
+            if op == "start":
+                seed, epoch, clock = (
+                    seed_of(message.get("seed")),
+                    epoch_of(message.get("epoch")),
+                    clock_of(message.get("clock")),
+                )
+                limits = RealmLimits.of(message)
+                realm = spare if spare is not None and spare.limits == limits else Realm(limits)
+                spare = None
+                execution = Execution(message["code"], message["cpu"], realm, seed=seed, epoch=epoch)
+                reply = execution.start(clock)
+            elif execution is not None and op == "settle":
+                clock = clock_of(message.get("clock"))
+                reply = execution.settle(message["id"], message["ok"], message.get("payload"), clock)
+            elif execution is not None and op == "fire":
+                reply = execution.fire(message["id"], clock_of(message.get("clock")))
+            elif op == "drop":
+                execution, reply = None, {"op": "dropped"}
+            else:
+                reply = {"op": "error", "error": f"unexpected request {op!r}"}
+        except ValueError as exc:
+            reply = {"op": "error", "error": f"malformed {op!r} request: {exc}"}
         if reply.get("done") is not None:
             execution = None  # the context goes with it
         frame = encode(reply)
         if len(frame) > MAX_FRAME:
-            frame, execution = encode(_too_large(len(frame))), None
+            frame, execution = encode(_too_large(len(frame), reply["cpu"])), None
         stdout.write(frame)
         stdout.flush()
         if execution is None and spare is None and limits is not None and not reply.get("retire"):

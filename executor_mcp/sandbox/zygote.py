@@ -14,8 +14,9 @@ spawned one is, so:
   for the child before anything could reap it and sends that back; a pidfd names this one process,
   never a later one with the same pid.
 - Its QuickJS contexts are made after the fork, so no two workers share an engine's state (`Math.random`
-  is seeded per context). Python's own state is the zygote's (its hash seed, `random`): no agent code
-  reaches Python, so that is the one way a forked worker differs from a spawned one.
+  is seeded per execution, by the host or else from `os.urandom`, never from state a fork copies).
+  Python's own state is the zygote's (its hash seed, `random`): no agent code reaches Python, so that is
+  the one way a forked worker differs from a spawned one.
 
 The zygote reaps its children (SIGCHLD), and dies with the server: only the server holds the other end
 of its socket, so when the server is gone, even SIGKILLed, the next read says so and the zygote exits.
