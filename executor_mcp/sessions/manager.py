@@ -292,7 +292,10 @@ class SessionManager:
                         server = ToolServer(opened.meta, tools, nursery, lease, opened.file, kept)
                         session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
                         session.last_activity = session.last_activity or self._clock()
-                        await once(f"session {session.id[:12]}: reviving its paused executions", server.revive)
+                        await once(
+                            f"session {session.id[:12]}: reviving its paused executions",
+                            functools.partial(self._revive, session, server),
+                        )
                         session.lifecycle.fire(Event.RESTORED)
                         session.settled.set()
                         await self._watch_idle(session)
@@ -339,9 +342,14 @@ class SessionManager:
         if file is not None and session.lifecycle.keeps_answers_on_exit:
             with trio.move_on_after(WRITE_DOWN_BOUND):
                 await session.write_down_kept(file)
-        if file is not None and not session.lifecycle.keeps_executions_on_exit:
+        if file is not None and not session.lifecycle.keeps_executions_on_exit and not session.lifecycle.wipes_on_exit:
             with trio.move_on_after(WRITE_DOWN_BOUND):
                 await once(f"session {session.id[:12]}: forgetting its executions", file.forget_executions)
+                if session.record is not None and session.record.paused_until:
+                    await once(
+                        f"session {session.id[:12]}: forgetting its pauses",
+                        functools.partial(self._mark_paused, session, 0.0),
+                    )
         session.settled.set()
         try:
             if file is not None:
@@ -486,14 +494,24 @@ class SessionManager:
         next process revives the session at start-up (`_revive_paused`)."""
         record = session.record
         if record is not None and record.paused_until < until:
-            session.record = await self._control.update_session(session.id, paused_until=until) or record
+            await self._mark_paused(session, until)
+
+    async def _mark_paused(self, session: Session, until: float) -> None:
+        session.record = await self._control.update_session(session.id, paused_until=until) or session.record
+
+    async def _revive(self, session: Session, server: ToolServer) -> None:
+        """Bring back the pauses the session's file keeps; its directory entry then says until when the latest
+        waits (0 once none does), so a session is revived at start-up only while it keeps one."""
+        until = await server.revive()
+        if session.record is not None and session.record.paused_until != until:
+            await self._mark_paused(session, until)
 
     async def _revive_paused(self) -> None:
-        """Bring up, before serving, every stored session that keeps a pause whose window is still open, so
-        that its pauses are live (listed, answerable, expiring) as they were before the restart."""
-        now = self._clock()
+        """Bring up, before serving, every stored session that keeps a pause, so that its pauses are live
+        (listed, answerable, expiring) as they were before the restart, and those whose window closed while
+        the server was down are remembered as expired."""
         for record in await self._control.sessions():
-            if not record.condemned and record.paused_until > now:
+            if not record.condemned and record.paused_until:
                 await once(
                     f"session {record.session_id[:12]}: reviving", functools.partial(self._live, record.session_id)
                 )

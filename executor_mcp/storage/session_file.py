@@ -148,7 +148,6 @@ class SessionFile:
 
         await self._env.write(_forget)
 
-
     # -- durable executions: journals and the pauses that wait on them --------------------------------
 
     async def keep_execution(

@@ -191,12 +191,12 @@ def executor_tools(
 
         context.nursery.start_soon(run.drive, body, defect)
 
-    async def revive(context: ToolContext) -> None:
+    async def revive(context: ToolContext) -> float:
         """The session's durable executions, each back as a run waiting for its pause's answer; those whose
         window closed while the server was down are expired (a late resume hears so) and forgotten."""
         store = context.store
         kept, dead = await kept_executions(store)
-        now = time.time()
+        now, latest = time.time(), 0.0
         for execution in kept:
             pause = execution.pause
             if pause.expires_at <= now or not context.session.owner.may_act_on(pause.owner):
@@ -206,10 +206,12 @@ def executor_tools(
             run = new_run(admission.readmit(context.session.owner), context, execution.journal)
             run.revived(execution)
             start(run, execution.journal.head, context)
+            latest = max(latest, pause.expires_at)
         for key, pause_ids in dead:
             await once(
                 "forgetting a paused execution that ended", functools.partial(store.forget_execution, key, pause_ids)
             )
+        return latest
 
     async def resume(arguments: JsonObject, context: ToolContext) -> JsonObject:
         execution_id, action = arguments.get("executionId"), arguments.get("action")

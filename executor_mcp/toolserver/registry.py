@@ -45,7 +45,9 @@ class RegisteredTool:
     listing: Callable[[SessionMeta], Awaitable[Tool]] | None = None
 
 
-Revive = Callable[[ToolContext], Awaitable[None]]
+# Brings back what a session's file keeps when its runtime comes up; returns until when the latest pause it
+# brought back waits (0 when none).
+Revive = Callable[[ToolContext], Awaitable[float]]
 
 
 class ToolRegistry:

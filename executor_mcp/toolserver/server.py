@@ -63,11 +63,13 @@ class ToolServer:
             log.exception("request %s (%s) failed [%s]", request.id, request.method, correlation)
             return error_response(request.id, Code.INTERNAL_ERROR, f"Internal error [{correlation}]")
 
-    async def revive(self) -> None:
-        """Bring back what the session's file keeps (its durable pauses), before the runtime serves requests.
-        Revived work belongs to no request: it notifies nobody, and asking the client fails."""
-        if self._tools.revive is not None:
-            await self._tools.revive(self._context(_notify_nobody, _ask_nobody))
+    async def revive(self) -> float:
+        """Bring back what the session's file keeps (its durable pauses), before the runtime serves requests,
+        and say until when the latest of them waits (0 when none). Revived work belongs to no request: it
+        notifies nobody, and asking the client fails."""
+        if self._tools.revive is None:
+            return 0.0
+        return await self._tools.revive(self._context(_notify_nobody, _ask_nobody))
 
     def _context(self, notify: Send, ask: Callable[[str, JsonObject], Awaitable[JsonObject]]) -> ToolContext:
         return ToolContext(

@@ -13,6 +13,7 @@ import trio
 from mcp import Client
 
 from executor_mcp.sessions.manager import SESSIONS_DIR
+from tests.conftest import start_server
 from tests.process import ServerProcess, server_process
 from tests.sdk import connect, execution_id, text_of
 from tests.upstream import Answer, Received, Upstream, start_upstream
@@ -47,6 +48,20 @@ def ledger_spec(server_url: str) -> str:
                         "responses": {"200": {"description": "ok", "content": {"application/json": {}}}},
                     }
                 },
+                "/slow": {
+                    "get": {
+                        "operationId": "slowRead",
+                        "tags": ["notes"],
+                        "responses": {"200": {"description": "ok", "content": {"application/json": {}}}},
+                    }
+                },
+                "/big": {
+                    "get": {
+                        "operationId": "bigRead",
+                        "tags": ["notes"],
+                        "responses": {"200": {"description": "ok", "content": {"application/json": {}}}},
+                    }
+                },
                 "/entries": {
                     "post": {
                         "operationId": "addEntry",
@@ -66,7 +81,14 @@ def ledger_spec(server_url: str) -> str:
     )
 
 
-def ledger(request: Received) -> Answer:
+BIG = 3 * 1024 * 1024
+
+
+async def ledger(request: Received) -> Answer:
+    if request.path == "/slow":
+        await trio.sleep(3600)  # answered never: the server is stopped with this call in flight
+    if request.path == "/big":
+        return Answer(body=json.dumps({"blob": "x" * BIG}).encode())
     if request.path == "/notes":
         return Answer(body=json.dumps({"query": request.query}).encode())
     if request.path == "/entries":
@@ -120,8 +142,8 @@ async def test_a_pause_survives_a_restart_and_resumes_without_calling_a_tool_twi
         await add_ledger(first.url, upstream)
         async with connect(first.url, mode="legacy") as (client, _):
             paused = await execute(client, OBSERVING)
-        assert "executionId:" in text_of(paused), text_of(paused)
-        await stop(first, how)
+            assert "executionId:" in text_of(paused), text_of(paused)
+            await stop(first, how)  # with the client still there: closing it would end its session
     (noted,) = upstream.calls("/notes")
     assert upstream.calls("/entries") == []
 
@@ -154,10 +176,9 @@ async def test_two_pauses_in_one_execution_across_two_restarts(tmp_path: Path, u
         await add_ledger(server.url, upstream)
         async with connect(server.url, mode="legacy") as (client, _):
             paused = await execute(client, code)
-        await stop(server, signal.SIGKILL)
-    async with server_process(data_dir, *SERVE) as server:
-        async with connect(server.url, mode="legacy") as (client, _):
-            again = await resume(client, execution_id(paused))
+            await stop(server, signal.SIGKILL)
+    async with server_process(data_dir, *SERVE) as server, connect(server.url, mode="legacy") as (client, _):
+        again = await resume(client, execution_id(paused))
         assert "executionId:" in text_of(again), text_of(again)
         assert execution_id(again) != execution_id(paused)
         await stop(server, signal.SIGTERM)
@@ -203,7 +224,7 @@ async def test_a_replay_that_diverges_fails_clearly_and_calls_nothing(tmp_path: 
         await add_ledger(server.url, upstream)
         async with connect(server.url, mode="legacy") as (client, _):
             paused = await execute(client, code)
-        await stop(server, signal.SIGKILL)
+            await stop(server, signal.SIGKILL)
     _tamper_with_the_read(data_dir)
     async with server_process(data_dir, *SERVE) as server:
         async with connect(server.url, mode="legacy") as (client, _):
@@ -215,3 +236,97 @@ async def test_a_replay_that_diverges_fails_clearly_and_calls_nothing(tmp_path: 
     assert "Run the execute tool again" in text
     assert len(upstream.calls("/notes")) == 1
     assert upstream.calls("/entries") == []
+
+
+async def test_a_call_in_flight_when_the_server_died_is_not_called_again(tmp_path: Path, upstream: Upstream) -> None:
+    data_dir = tmp_path / "data"
+    slow = READ.replace("readNote", "slowRead")
+    code = f"return await Promise.all([{slow}({{}}), {WRITE}({{ body: {{ amount: 1 }} }})]);"
+    async with server_process(data_dir, *SERVE) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = await execute(client, code)
+            with trio.fail_after(30):
+                while not upstream.calls("/slow"):  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            await stop(server, signal.SIGKILL)
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            failed = await resume(client, execution_id(paused))
+        await stop(server, signal.SIGTERM)
+    assert failed.is_error
+    text = text_of(failed)
+    assert "tools.ledger.org.public.notes.slowRead was running when the server stopped" in text, text
+    assert len(upstream.calls("/slow")) == 1
+    assert upstream.calls("/entries") == []
+
+
+async def test_a_window_that_closed_while_the_server_was_down_is_expired(tmp_path: Path, upstream: Upstream) -> None:
+    data_dir = tmp_path / "data"
+    window = ("--approval-window", "1")
+    async with server_process(data_dir, *SERVE, *window) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = await execute(client, f"return await {WRITE}({{ body: {{ amount: 1 }} }});")
+            await stop(server, signal.SIGKILL)
+    await trio.sleep(1.2)
+    async with server_process(data_dir, *SERVE, *window) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            expired = await resume(client, execution_id(paused))
+        await stop(server, signal.SIGTERM)
+    assert expired.is_error
+    assert expired.structured_content["status"] == "execution_expired"
+    assert "run the execute tool again" in text_of(expired)
+    assert upstream.calls("/entries") == []
+    (session_file,) = (data_dir / SESSIONS_DIR).glob("*.mdb")
+    env = lmdb.open(str(session_file), subdir=False, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            kept = [bytes(key) for key, _ in txn.cursor() if key.startswith((b"journal:", b"pause:"))]
+    finally:
+        env.close()
+    assert kept == []  # its journal and pause record are gone with it
+
+
+PAUSES = 200
+
+
+@pytest.mark.slow
+async def test_many_paused_executions_hold_no_sandbox_worker(
+    nursery: trio.Nursery, data_dir: Path, upstream: Upstream
+) -> None:
+    server = await start_server(
+        nursery, data_dir, allow_local_network=True, sandbox_workers=2, max_executions_per_account=PAUSES + 10
+    )
+    await add_ledger(server.url, upstream)
+    async with connect(server.url, mode="legacy") as (client, _):
+        paused = []
+        for number in range(PAUSES):
+            result = await execute(client, f"const n = {number}; return await {WRITE}({{ body: {{ amount: n }} }});")
+            paused.append(execution_id(result))
+        with trio.fail_after(30):  # two workers, two hundred pauses: only a pause that holds none leaves room
+            free = await execute(client, "return 6 * 7;")
+        assert free.structured_content["result"] == 42
+        for number in (0, PAUSES // 2, PAUSES - 1):
+            done = await resume(client, paused[number])
+            assert done.structured_content["result"] == {
+                "ok": True,
+                "data": {"created": {"amount": number}},
+                "http": {"status": 201},
+            } or done.structured_content["result"]["data"] == {"created": {"amount": number}}
+    assert sorted(json.loads(r.body)["amount"] for r in upstream.calls("/entries")) == [0, PAUSES // 2, PAUSES - 1]
+
+
+async def test_an_execution_that_observes_more_than_its_journal_keeps_stops_clearly(
+    nursery: trio.Nursery, data_dir: Path, upstream: Upstream
+) -> None:
+    server = await start_server(nursery, data_dir, allow_local_network=True, execution_journal_limit=1)
+    await add_ledger(server.url, upstream)
+    big = READ.replace("readNote", "bigRead")
+    async with connect(server.url, mode="legacy") as (client, _):
+        stopped = await execute(client, f"const r = await {big}({{}}); await {READ}({{ text: 'more' }}); return 1;")
+        small = await execute(client, f"return (await {READ}({{ text: 'ok' }})).ok;")
+    assert stopped.is_error
+    assert "more than 1 MiB from outside" in text_of(stopped)
+    assert "--execution-journal-limit" in text_of(stopped)
+    assert small.structured_content["result"] is True

@@ -12,8 +12,8 @@ import trio
 from mcp import Client
 
 from executor_mcp.codec import dumps
-from executor_mcp.execution.engine import Engine
-from executor_mcp.execution.limits import Limits, Outcome
+from executor_mcp.execution.engine import Engine, Outcome
+from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.results import render
 from executor_mcp.sandbox.pool import WorkerPool
 from tests.conftest import ServerUnderTest, start_server
