@@ -148,6 +148,9 @@ def _what(item: list[Any]) -> str:
 
 
 class Journal:
+    """The records are numbered: the head is 0, entry i is i + 1. They are encoded only when written, so an
+    execution that never pauses pays for keeping its entries in memory and nothing more."""
+
     def __init__(self, key: str, head: Head, entries: Iterable[Entry] | None = None) -> None:
         """`key` names it in the session file. With `entries` it is one read back from where it is kept (head
         and entries as they are stored there), else a new one."""
@@ -156,11 +159,8 @@ class Journal:
         self.limit = head.limits.journal
         self.entries: list[Entry] = list(entries or ())
         self.durable = entries is not None
-        head_raw = encode_head(head)
-        self.size = len(head_raw) + sum(len(encode_entry(entry)) for entry in self.entries)
-        # Records (the head is number 0, entry i is i + 1) not yet kept, and how many are.
-        self._unwritten: list[bytes] = [] if self.durable else [head_raw]
-        self._kept = len(self.entries) + 1 if self.durable else 0
+        self.size = len(head.code) + sum(_size(entry) for entry in self.entries)
+        self._kept = len(self.entries) + 1 if self.durable else 0  # records written where the journal is kept
 
     @property
     def steps(self) -> list[Step]:
@@ -169,24 +169,25 @@ class Journal:
     def record(self, entry: Entry) -> None:
         """Add an entry; a step past the limit raises `JournalFull` (marks are a few bytes, one or two per
         gated call, so they never do)."""
-        raw = encode_entry(entry)
-        if isinstance(entry, Step) and self.size + len(raw) > self.limit:
+        size = _size(entry)
+        if isinstance(entry, Step) and self.size + size > self.limit:
             raise JournalFull(
                 f"Execution stopped: it observed more than {self.limit // (1024 * 1024)} MiB from outside (tool "
                 "results, timers and clock readings), more than its journal keeps (--execution-journal-limit). "
                 "Read less in one execution (page through results, or pass fewer fields), then run execute again."
             )
-        self.size += len(raw)
+        self.size += size
         self.entries.append(entry)
-        self._unwritten.append(raw)
 
     def unwritten(self) -> list[tuple[int, bytes]]:
-        """Records not kept yet, numbered: the head (0) first for a new journal, then entries in order."""
-        return [(self._kept + offset, raw) for offset, raw in enumerate(self._unwritten)]
+        """Records not written yet, numbered, encoded: the head first for a new journal, then entries in order."""
+        records = [(0, encode_head(self.head))] if self._kept == 0 else []
+        first = max(self._kept, 1)
+        records += [(number, encode_entry(self.entries[number - 1])) for number in range(first, len(self.entries) + 1)]
+        return records
 
     def written(self, count: int) -> None:
         """The first `count` records of `unwritten()` are kept now."""
-        del self._unwritten[:count]
         self._kept += count
 
     def pending(self) -> Pending:
@@ -212,6 +213,15 @@ class Journal:
                 else:
                     timers.pop(item[1], None)
         return Pending(calls=calls, timers=timers, cpu=cpu)
+
+
+def _size(entry: Entry) -> int:
+    """About the bytes an entry takes: what it holds of any size is a settled call's payload and its readings
+    and outbox, whose items are a few dozen bytes each."""
+    if isinstance(entry, Mark):
+        return 32
+    payload = entry.input.get("payload")
+    return 96 + (len(payload) if isinstance(payload, str) else 0) + 32 * (len(entry.clock) + 2 * len(entry.outbox))
 
 
 def encode_head(head: Head) -> bytes:
