@@ -349,7 +349,6 @@ _PRELUDE_SOURCE = r"""
   let extraReadings = 0;
   let diverged = null;
   const CLOCK_NAMES = { __proto__: null, date: "Date", perf: "performance.now()" };
-  const times = (count) => count + (count === 1 ? " time" : " times");
   const liveDate = () => dateNow();
   const livePerf = () => {
     const since = wallAnchor - epoch + (apply(performanceNow, livePerformance, []) - monotonicAnchor);
@@ -418,8 +417,11 @@ _PRELUDE_SOURCE = r"""
       if (replay !== null && diverged === null) {
         let left = -replayUsed;
         for (let index = replayIndex; index < replay.length; index++) left += replay[index][2];
-        const excess = extraReadings > 0 ? times(extraReadings) + " more" : left > 0 ? times(left) + " fewer" : null;
-        if (excess !== null) diverged = "the code read the clock " + excess + " than the journal has";
+        const excess = extraReadings > 0 ? extraReadings + " more" : left > 0 ? left + " fewer" : null;
+        const count = extraReadings > 0 ? extraReadings : left;
+        if (excess !== null) {
+          diverged = "the code read the clock " + excess + (count === 1 ? " time" : " times") + " than the journal has";
+        }
       }
       let text = "";
       for (let index = 0; index < readKinds.length; index++) {

@@ -58,6 +58,7 @@ import os
 import re
 import resource
 import select
+import struct
 import sys
 import threading
 import time
@@ -280,9 +281,10 @@ def _ended(error: str, *, retire: bool, cpu: float) -> dict[str, Any]:
 
 def fresh_seed() -> Seed:
     """Four random 32-bit words, not all zero (xoshiro128** would then draw only zeros)."""
-    while not any(seed := tuple(int.from_bytes(os.urandom(4), "big") for _ in range(4))):
-        pass
-    return seed  # type: ignore[return-value]
+    while True:
+        seed: Seed = struct.unpack(">4I", os.urandom(16))
+        if any(seed):
+            return seed
 
 
 def seed_of(value: object) -> Seed | None:
@@ -299,12 +301,19 @@ def seed_of(value: object) -> Seed | None:
     return (value[0], value[1], value[2], value[3])
 
 
+def _number(value: object) -> float | None:
+    """A finite JSON number as a float, or None (booleans are not numbers here)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def epoch_of(value: object) -> float | None:
     if value is None:
         return None
-    if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+    if (epoch := _number(value)) is None:
         raise ValueError("epoch must be a finite number of milliseconds")
-    return float(value)  # type: ignore[arg-type]
+    return epoch
 
 
 def clock_of(value: object) -> Clock | None:
@@ -318,10 +327,9 @@ def clock_of(value: object) -> Clock | None:
         if not isinstance(entry, list) or len(entry) != 3:
             raise ValueError("a clock reading is [kind, value, count]")
         kind, reading, count = entry
-        if kind == "date" and type(reading) is int:
-            pass
-        elif kind != "perf" or type(reading) not in (int, float) or not math.isfinite(reading):
-            raise ValueError(f"a clock reading's kind is date (integer ms) or perf (ms), not {str(kind)[:20]!r}")
+        is_date = kind == "date" and type(reading) is int
+        if not is_date and (kind != "perf" or _number(reading) is None):
+            raise ValueError(f"a clock reading is date (integer ms) or perf (finite ms), not {str(kind)[:20]!r}")
         if type(count) is not int or count < 1:
             raise ValueError("a clock reading's count is a positive integer")
         entries.append((kind, reading, count))
