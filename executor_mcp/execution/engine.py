@@ -232,14 +232,12 @@ class _Run:
 
     def _start_fields(self) -> dict[str, Any]:
         limits, head = self._limits, self._head
-        remaining = limits.cpu - self._spent
-        if remaining <= 0:
-            raise _Stopped(f"Execution exceeded its CPU time limit of {limits.cpu:g}s")
         return {
             "code": head.code,
             "memory": limits.memory,
             "stack": limits.stack,
-            "cpu": remaining,
+            "cpu": limits.cpu,
+            "cpu_spent": self._spent,
             "max_timers": limits.max_timers,
             "max_tool_calls": limits.max_tool_calls,
             "seed": list(head.seed),
@@ -366,9 +364,10 @@ class _Run:
         return reply
 
     def _cpu(self, reply: dict[str, Any]) -> float:
+        """The execution's CPU seconds so far, as the worker counts them (from the `cpu_spent` it was given)."""
         used = reply.get("cpu")
         valid = isinstance(used, int | float) and not isinstance(used, bool) and 0 <= used < math.inf
-        return self._spent + (float(used) if valid else 0.0)
+        return max(float(used), self._spent) if valid else self._spent
 
     async def _request(self, request: dict[str, Any], expect: str = "step") -> dict[str, Any]:
         assert self._worker is not None

@@ -14,8 +14,8 @@ cached threads that exit after idling, which would kill healthy workers.
 
 Requests and replies (one reply per request):
 
-    {"op": "start", "code", "memory", "stack", "cpu", "max_timers", "max_tool_calls", "seed"?, "epoch"?, "clock"?}
-                                                            -> step
+    {"op": "start", "code", "memory", "stack", "cpu", "max_timers", "max_tool_calls", "seed"?, "epoch"?,
+     "clock"?, "cpu_spent"?}                              -> step
     {"op": "settle", "id", "ok", "payload", "clock"?}     -> step   (a tool call's answer)
     {"op": "fire", "id", "clock"?}                        -> step   (a timer is due)
     {"op": "drop"}                                        -> {"op": "dropped"}
@@ -42,8 +42,9 @@ and timer firings are requests already; the rest is here:
   (another kind, more readings, fewer) is the reply's `diverged`, an English sentence; from there the
   step reads the live clock. A step makes at most `MAX_CLOCK_ENTRIES` entries; past that a reading
   throws a RangeError the code can catch.
-- `cpu` is the CPU time (seconds) the execution has used so far, so the host can carry the budget over
-  when it rebuilds an execution.
+- `cpu` is the CPU time (seconds) the execution has used so far, in every worker it ran in: a rebuilt
+  execution starts with the `cpu_spent` its host carried over, so its budget (`cpu`, the whole of it)
+  counts the replay too, and a limit's message names the whole budget.
 
 A malformed seed, epoch or clock is refused with `{"op": "error"}`, leaving the current execution as it was.
 
@@ -143,10 +144,18 @@ class Execution:
     another worker (given the same seed, epoch and each step's `clock`) observes what it observed."""
 
     def __init__(
-        self, code: str, cpu: float, realm: Realm, *, seed: Seed | None = None, epoch: float | None = None
+        self,
+        code: str,
+        cpu: float,
+        realm: Realm,
+        *,
+        seed: Seed | None = None,
+        epoch: float | None = None,
+        spent: float = 0.0,
     ) -> None:
+        """`cpu` is the execution's whole CPU budget, `spent` what it used in workers before this one."""
         self.cpu_budget = cpu
-        self.cpu_used = 0.0
+        self.cpu_used = spent
         self.memory = realm.limits.memory
         self.prepared: Prepared | None = None
         self.context = realm.context
@@ -316,6 +325,14 @@ def epoch_of(value: object) -> float | None:
     return epoch
 
 
+def spent_of(value: object) -> float:
+    if value is None:
+        return 0.0
+    if (spent := _number(value)) is None or spent < 0:
+        raise ValueError("cpu_spent must be a finite number of seconds, at least 0")
+    return spent
+
+
 def clock_of(value: object) -> Clock | None:
     """A replay step's clock readings, checked, as the step replies listed them."""
     if value is None:
@@ -377,15 +394,16 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
         op = message.get("op")
         try:
             if op == "start":
-                seed, epoch, clock = (
+                seed, epoch, clock, spent = (
                     seed_of(message.get("seed")),
                     epoch_of(message.get("epoch")),
                     clock_of(message.get("clock")),
+                    spent_of(message.get("cpu_spent")),
                 )
                 limits = RealmLimits.of(message)
                 realm = spare if spare is not None and spare.limits == limits else Realm(limits)
                 spare = None
-                execution = Execution(message["code"], message["cpu"], realm, seed=seed, epoch=epoch)
+                execution = Execution(message["code"], message["cpu"], realm, seed=seed, epoch=epoch, spent=spent)
                 reply = execution.start(clock)
             elif execution is not None and op == "settle":
                 clock = clock_of(message.get("clock"))

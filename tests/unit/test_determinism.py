@@ -385,6 +385,15 @@ def test_every_step_reports_the_cpu_used_so_far_and_it_grows() -> None:
     assert failed["cpu"] > 0
 
 
+def test_a_rebuilt_execution_counts_the_cpu_spent_before_against_its_whole_budget() -> None:
+    rebuilt = Execution("while (true) {}", cpu=1.0, realm=Realm(LIMITS), seed=SEED, epoch=EPOCH, spent=0.95)
+    step = rebuilt.start()
+    assert step["done"]["error"] == "Execution exceeded its CPU time limit of 1s"
+    assert step["cpu"] >= 1.0
+    spent = Execution("return 1", cpu=1.0, realm=Realm(LIMITS), seed=SEED, epoch=EPOCH, spent=1.0).start()
+    assert spent["done"]["error"] == "Execution exceeded its CPU time limit of 1s"
+
+
 # -- Over a real worker's pipes ------------------------------------------------------------------------
 
 
