@@ -13,11 +13,14 @@ import trio
 from mcp import Client
 
 from executor_mcp.sessions.manager import SESSIONS_DIR
+from tests.auth_support import bearer, mint
 from tests.conftest import start_server
+from tests.console_support import console_server, visitor
 from tests.process import ServerProcess, server_process
 from tests.sdk import connect, execution_id, text_of
 from tests.upstream import Answer, Received, Upstream, start_upstream
 
+ALICE = mint("alice", "acme")
 READ = "tools.ledger.org.public.notes.readNote"
 WRITE = "tools.ledger.org.public.entries.addEntry"
 # Reads the clock and the random source, passes what it read out through an ungated call (the upstream
@@ -330,3 +333,39 @@ async def test_an_execution_that_observes_more_than_its_journal_keeps_stops_clea
     assert "more than 1 MiB from outside" in text_of(stopped)
     assert "--execution-journal-limit" in text_of(stopped)
     assert small.structured_content["result"] is True
+
+
+async def test_a_browser_approval_survives_a_restart(
+    nursery: trio.Nursery, data_dir: Path, tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    create = (
+        'return await tools.executor.coreTools.policies.create({ owner: "user", pattern: "x.*", action: "block" });'
+    )
+    first = await console_server(nursery, data_dir, tmp_path)
+    async with connect(first.url + "?elicitation_mode=browser", headers=bearer(ALICE), mode="legacy") as (client, _):
+        paused = await execute(client, create)
+        assert paused.structured_content["status"] == "user_approval_required"
+        execution = paused.structured_content["executionId"]
+        await first.stop()
+    second = await console_server(nursery, data_dir, tmp_path)
+    base = second.running.url
+    alice = await visitor(http, base, ALICE)
+    (listed,) = (await http.get(f"{base}/api/approvals", headers=alice.headers())).json()
+    assert listed["executionId"] == execution
+    async with connect(second.url + "?elicitation_mode=browser", headers=bearer(ALICE), mode="legacy") as (client, _):
+        results: list[Any] = []
+
+        async def wait_for_the_person() -> None:
+            results.append(await client.call_tool("resume", {"executionId": execution}))
+
+        async with trio.open_nursery() as waiting:
+            waiting.start_soon(wait_for_the_person)
+            decided = await http.post(
+                f"{base}/api/approvals/{execution}", json={"action": "accept"}, headers=alice.headers()
+            )
+            assert decided.status_code == 200, decided.text
+    (resumed,) = results
+    assert resumed.structured_content["status"] == "completed", text_of(resumed)
+    assert resumed.structured_content["result"]["data"]["pattern"] == "x.*"
+    rules = (await http.get(f"{base}/api/policies", headers=bearer(ALICE))).json()
+    assert [rule["pattern"] for rule in rules if rule["owner"] == "user"] == ["x.*"]
