@@ -21,6 +21,7 @@ from tests.sdk import connect, execution_id, text_of
 from tests.upstream import Answer, Received, Upstream, start_upstream
 
 ALICE = mint("alice", "acme")
+BOB = mint("bob", "acme")
 READ = "tools.ledger.org.public.notes.readNote"
 WRITE = "tools.ledger.org.public.entries.addEntry"
 # Reads the clock and the random source, passes what it read out through an ungated call (the upstream
@@ -352,6 +353,9 @@ async def test_a_browser_approval_survives_a_restart(
     alice = await visitor(http, base, ALICE)
     (listed,) = (await http.get(f"{base}/api/approvals", headers=alice.headers())).json()
     assert listed["executionId"] == execution
+    async with connect(second.url, headers=bearer(BOB), mode="legacy") as (stranger, _):
+        refused = await resume(stranger, execution)
+    assert refused.structured_content["status"] == "execution_forbidden"
     async with connect(second.url + "?elicitation_mode=browser", headers=bearer(ALICE), mode="legacy") as (client, _):
         results: list[Any] = []
 
