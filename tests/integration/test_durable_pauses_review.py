@@ -1,0 +1,52 @@
+"""Durable pauses under concurrency, against the real server: several gated calls of one execution at once,
+across a restart."""
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.integration.test_durable_pauses import SERVE, WRITE, add_ledger, execute, ledger, resume, stop
+from tests.process import server_process
+from tests.sdk import connect, execution_id, text_of
+from tests.upstream import Upstream, start_upstream
+
+EXECUTIONS = 6
+
+
+@pytest.fixture
+async def upstream(nursery: trio.Nursery) -> Upstream:
+    return await start_upstream(nursery, ledger)
+
+
+async def test_two_gated_calls_at_once_are_each_asked_once_after_a_restart(tmp_path: Path, upstream: Upstream) -> None:
+    """Two gated calls wait at once; the first one's pause survives a restart and is approved there. The
+    approval counts: the second call is asked next, and the first is not asked again (the revived calls race
+    to their gate, so several executions make the losing order show up)."""
+    data_dir = tmp_path / "data"
+    code = "return (await Promise.all([{0}({{ body: {{ amount: {1} }} }}), {0}({{ body: {{ amount: {2} }} }})]))"
+    async with server_process(data_dir, *SERVE) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = []
+            for number in range(EXECUTIONS):
+                first = await execute(client, code.format(WRITE, 2 * number, 2 * number + 1) + ".length;")
+                assert "executionId:" in text_of(first), text_of(first)
+                paused.append(execution_id(first))
+            await stop(server, signal.SIGKILL)
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            results = []
+            for execution in paused:
+                second = await resume(client, execution)
+                assert "executionId:" in text_of(second), text_of(second)
+                done = await resume(client, execution_id(second))
+                results.append(done)
+        await stop(server, signal.SIGTERM)
+    for done in results:
+        assert not done.is_error, text_of(done)
+        assert done.structured_content.get("result") == 2, text_of(done)
+    amounts = sorted(json.loads(r.body)["amount"] for r in upstream.calls("/entries"))
+    assert amounts == list(range(2 * EXECUTIONS))
