@@ -491,27 +491,27 @@ class Run:
             await self.keep()
 
     async def gate(self, call: ToolCall, interaction: Interaction) -> None:
-        """Pause until a human answers; concurrent gated calls of one execution queue here."""
+        """Pause until a human answers; concurrent gated calls of one execution queue here. A call waiting its
+        turn waits for a human as much as the one asked, so the worker can be given back meanwhile."""
         await self._mark(GATE, call)
         revived = self._revived
         if revived is not None and revived.call_id == call.id:
             # Answered before the run took a worker: it queues behind no other call, and a call that reaches
             # the gate before it (the revived calls race there) does not make it be asked again.
             self._revived = None
-            await self._answered(call, interaction, revived)
+            await self._answered(interaction, revived, call)
             return
-        async with self._gate_lock:
-            await self._answered(call, interaction, await self._open(call, interaction))
+        with call.waiting():
+            await self._gate_lock.acquire()
+        try:
+            await self._answered(interaction, await self._open(call, interaction), call)
+        finally:
+            self._gate_lock.release()
 
-    async def _answered(self, call: ToolCall, interaction: Interaction, pause: Pause) -> None:
+    async def _answered(self, interaction: Interaction, pause: Pause, call: ToolCall) -> None:
         """Wait for `pause`'s answer within its window; return if it lets the call through, else raise."""
         answer = None
-        with (
-            self._lease(),
-            self._slot.pausing(pause.id),
-            call.waiting(),
-            trio.move_on_at(_deadline(pause)),
-        ):
+        with self._lease(), self._slot.pausing(pause.id), call.waiting(), trio.move_on_at(_deadline(pause)):
             answer = await pause.answer.wait()
         # An answer given after the deadline fired but before this task woke was already told it counts.
         answer = answer or pause.answer.value

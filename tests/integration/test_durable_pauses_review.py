@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from tests.conftest import start_server
 from tests.integration.test_durable_pauses import SERVE, WRITE, add_ledger, execute, ledger, resume, stop
 from tests.process import server_process
 from tests.sdk import connect, execution_id, text_of
@@ -50,3 +51,26 @@ async def test_two_gated_calls_at_once_are_each_asked_once_after_a_restart(tmp_p
         assert done.structured_content.get("result") == 2, text_of(done)
     amounts = sorted(json.loads(r.body)["amount"] for r in upstream.calls("/entries"))
     assert amounts == list(range(2 * EXECUTIONS))
+
+
+async def test_two_gated_calls_waiting_at_once_hold_no_sandbox_worker(
+    nursery: trio.Nursery, data_dir: Path, upstream: Upstream
+) -> None:
+    """One gated call is asked, the other waits its turn at the gate: both wait for a human, so the
+    execution gives its worker back (with one worker, another execution could not run otherwise)."""
+    server = await start_server(
+        nursery, data_dir, allow_local_network=True, sandbox_workers=1, max_executions_per_account=4
+    )
+    await add_ledger(server.url, upstream)
+    both = f"return (await Promise.all([1, 2].map((amount) => {WRITE}({{ body: {{ amount }} }})))).length;"
+    async with connect(server.url, mode="legacy") as (client, _):
+        first = await execute(client, both)
+        assert "executionId:" in text_of(first), text_of(first)
+        with trio.fail_after(30):  # a bound on a deadlock, not a timing: the one worker is free or never is
+            free = await execute(client, "return 6 * 7;")
+        assert free.structured_content.get("result") == 42, text_of(free)
+        second = await resume(client, execution_id(first))
+        assert "executionId:" in text_of(second), text_of(second)
+        done = await resume(client, execution_id(second))
+    assert done.structured_content.get("result") == 2, text_of(done)
+    assert sorted(json.loads(r.body)["amount"] for r in upstream.calls("/entries")) == [1, 2]
