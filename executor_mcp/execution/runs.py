@@ -490,6 +490,16 @@ class Run:
             self._journal.record(Mark(kind, call.id))
             await self.keep()
 
+    def refuse_if_declined_before(self, call: ToolCall) -> None:
+        """A call asked again after a revival, whose pause was answered with anything but accept, throws as its
+        gate would, before its tool's policy is looked at again: a policy that no longer gates the tool must
+        not turn the person's decline into a run."""
+        revived = self._revived
+        answer = revived.answer.value if revived is not None and revived.call_id == call.id else None
+        if revived is not None and answer is not None and answer.action != "accept":
+            self._revived = None
+            refuse_unless_accepted(revived.interaction, answer.action)
+
     async def gate(self, call: ToolCall, interaction: Interaction) -> None:
         """Pause until a human answers; concurrent gated calls of one execution queue here. A call waiting its
         turn waits for a human as much as the one asked, so the worker can be given back meanwhile."""

@@ -5,6 +5,7 @@ import json
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 
@@ -74,3 +75,27 @@ async def test_two_gated_calls_waiting_at_once_hold_no_sandbox_worker(
         done = await resume(client, execution_id(second))
     assert done.structured_content.get("result") == 2, text_of(done)
     assert sorted(json.loads(r.body)["amount"] for r in upstream.calls("/entries")) == [1, 2]
+
+
+async def test_a_revived_pause_that_is_declined_does_not_run_its_tool_when_the_policy_changed_meanwhile(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    """The person declines the pause they were asked. That the tool would not be gated any more (a rule that
+    approves it, added while the execution was paused) does not turn their decline into a run."""
+    data_dir = tmp_path / "data"
+    async with server_process(data_dir, *SERVE) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = await execute(client, f"return await {WRITE}({{ body: {{ amount: 1 }} }});")
+            assert "executionId:" in text_of(paused), text_of(paused)
+            async with httpx.AsyncClient(timeout=30) as http:
+                rule = {"owner": "user", "pattern": WRITE.removeprefix("tools."), "action": "approve"}
+                added = await http.post(server.url.removesuffix("/mcp") + "/api/policies", json=rule)
+                assert added.status_code == 200, added.text
+            await stop(server, signal.SIGKILL)
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            declined = await resume(client, execution_id(paused), "decline")
+        await stop(server, signal.SIGTERM)
+    assert "was declined by the user" in text_of(declined), text_of(declined)
+    assert upstream.calls("/entries") == []
