@@ -490,33 +490,50 @@ class Run:
             self._journal.record(Mark(kind, call.id))
             await self.keep()
 
-    async def gate(self, call: ToolCall, interaction: Interaction) -> None:
-        """Pause until a human answers; concurrent gated calls of one execution queue here."""
-        await self._mark(GATE, call)
-        async with self._gate_lock:
-            pause = self._revived if self._revived is not None and self._revived.call_id == call.id else None
-            if pause is None:
-                pause = await self._open(call, interaction)
+    def refuse_if_declined_before(self, call: ToolCall) -> None:
+        """A call asked again after a revival, whose pause was answered with anything but accept, throws as its
+        gate would, before its tool's policy is looked at again: a policy that no longer gates the tool must
+        not turn the person's decline into a run."""
+        revived = self._revived
+        answer = revived.answer.value if revived is not None and revived.call_id == call.id else None
+        if revived is not None and answer is not None and answer.action != "accept":
             self._revived = None
-            answer = None
-            with (
-                self._lease(),
-                self._slot.pausing(pause.id),
-                call.waiting(),
-                trio.move_on_at(_deadline(pause)),
-            ):
-                answer = await pause.answer.wait()
-            # An answer given after the deadline fired but before this task woke was already told it counts.
-            answer = answer or pause.answer.value
-            if answer is None:
-                # Nobody answered in time: the execution ends, and a late resume hears it expired.
-                self._book.expire(pause)
-                self.scope.cancel()
-                await trio.lowlevel.checkpoint()
-            assert answer is not None
-            if answer.action == "accept":
-                await self._mark(PASS, call)
-            refuse_unless_accepted(interaction, answer.action)
+            refuse_unless_accepted(revived.interaction, answer.action)
+
+    async def gate(self, call: ToolCall, interaction: Interaction) -> None:
+        """Pause until a human answers; concurrent gated calls of one execution queue here. A call waiting its
+        turn waits for a human as much as the one asked, so the worker can be given back meanwhile."""
+        await self._mark(GATE, call)
+        revived = self._revived
+        if revived is not None and revived.call_id == call.id:
+            # Answered before the run took a worker: it queues behind no other call, and a call that reaches
+            # the gate before it (the revived calls race there) does not make it be asked again.
+            self._revived = None
+            await self._answered(interaction, revived, call)
+            return
+        with call.waiting():
+            await self._gate_lock.acquire()
+        try:
+            await self._answered(interaction, await self._open(call, interaction), call)
+        finally:
+            self._gate_lock.release()
+
+    async def _answered(self, interaction: Interaction, pause: Pause, call: ToolCall) -> None:
+        """Wait for `pause`'s answer within its window; return if it lets the call through, else raise."""
+        answer = None
+        with self._lease(), self._slot.pausing(pause.id), call.waiting(), trio.move_on_at(_deadline(pause)):
+            answer = await pause.answer.wait()
+        # An answer given after the deadline fired but before this task woke was already told it counts.
+        answer = answer or pause.answer.value
+        if answer is None:
+            # Nobody answered in time: the execution ends, and a late resume hears it expired.
+            self._book.expire(pause)
+            self.scope.cancel()
+            await trio.lowlevel.checkpoint()
+        assert answer is not None
+        if answer.action == "accept":
+            await self._mark(PASS, call)
+        refuse_unless_accepted(interaction, answer.action)
 
     async def _open(self, call: ToolCall, interaction: Interaction) -> Pause:
         """A new pause, kept durably (with the journal so far) before anyone hears of it, then reported."""

@@ -178,9 +178,10 @@ def executor_tools(
         native = context.session.elicitation_mode == NATIVE_ELICITATION
         ask = functools.partial(run.ask_inline, ask=_ask_client(context))
 
-        def invoke(call: ToolCall, args: Any) -> Awaitable[Any]:
+        async def invoke(call: ToolCall, args: Any) -> Any:
+            run.refuse_if_declined_before(call)
             gate: Gate = ask if native else functools.partial(run.gate, call)
-            return catalog.invoke(call.path, args, CallContext(principal=owner, policies=policies, gate=gate))
+            return await catalog.invoke(call.path, args, CallContext(principal=owner, policies=policies, gate=gate))
 
         async def body() -> JsonObject:
             keeper = None if native else run
