@@ -45,6 +45,7 @@ from executor_mcp.execution.journal import (
     Step,
     mismatch,
     summary,
+    valid_clock,
 )
 from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.pool import Worker, WorkerLost, WorkerMisbehaved, WorkerPool
@@ -350,10 +351,12 @@ class _Run:
         if self._journal is not None:
             recorded = {"op": START} if op == START else {k: v for k, v in request.items() if k != "clock"}
             readings = reply.get("clock")
+            if not valid_clock(readings):
+                raise _broken("malformed clock readings")
             step = Step(
                 at=time.time(),
                 input=recorded,
-                clock=readings if isinstance(readings, list) else [],
+                clock=readings,
                 outbox=summary(outbox),
                 cpu=self._cpu(reply),
             )

@@ -19,6 +19,7 @@ is written before the host acts on it. No I/O here: the owner writes `unwritten(
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,7 @@ import attrs
 
 from executor_mcp.codec import converter, dumps, loads
 from executor_mcp.execution.limits import Limits
+from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES
 
 START = "start"
 SETTLE = "settle"
@@ -94,6 +96,30 @@ class Pending:
     calls: dict[int, InFlight]
     timers: dict[int, float]  # timer id -> when it is due, epoch seconds
     cpu: float
+
+
+_MAX_DATE_MS = 8.64e15  # the furthest a JavaScript Date reaches either side of the Unix epoch
+_MAX_COUNT = 2**53
+
+
+def valid_clock(clock: Any) -> bool:
+    """Whether a step's clock readings are of the shape and number the prelude reports: `[kind, value, count]`,
+    at most `MAX_CLOCK_ENTRIES` of them. They are journaled and fed back as they are, and charged to the journal
+    by their number, so nothing else (a long string, a deep list, a 4,000-digit integer) may pass for one."""
+    if not isinstance(clock, list) or len(clock) > MAX_CLOCK_ENTRIES:
+        return False
+    for entry in clock:
+        if not isinstance(entry, list) or len(entry) != 3:
+            return False
+        kind, value, count = entry
+        if type(count) is not int or not 0 < count < _MAX_COUNT:
+            return False
+        if kind == "date":
+            if type(value) is not int or abs(value) > _MAX_DATE_MS:
+                return False
+        elif kind != "perf" or type(value) not in (int, float) or not math.isfinite(value):
+            return False
+    return True
 
 
 def summary(outbox: list[Any]) -> list[Any]:
