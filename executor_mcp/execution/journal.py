@@ -275,8 +275,60 @@ def decode_entry(raw: bytes) -> Entry:
                 raise ValueError("unknown mark")
             return Mark(value["mark"], value["id"])
         step = Step(at=value["at"], input=value["in"], clock=value["clock"], outbox=value["out"], cpu=value["cpu"])
-        if not isinstance(step.input, dict) or not isinstance(step.outbox, list) or not isinstance(step.clock, list):
+        if not (
+            _finite(step.at)
+            and _finite(step.cpu)
+            and _valid_input(step.input)
+            and valid_clock(step.clock)
+            and isinstance(step.outbox, list)
+            and all(_valid_item(item) for item in step.outbox)
+        ):
             raise ValueError("malformed step")
         return step
     except Exception as exc:
         raise BadJournal(f"unreadable journal entry ({type(exc).__name__})") from None
+
+
+# What a stored step holds is checked as far as the engine reads it (`pending`, `mismatch`, a replay's requests),
+# so a damaged one is a `BadJournal`, which costs its own execution, not an error wherever it is read.
+
+
+def _finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _is_id(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
+def _valid_input(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    match value.get("op"):
+        case "start":
+            return True
+        case "fire":
+            return _is_id(value.get("id"))
+        case "settle":
+            payload = value.get("payload")
+            return (
+                _is_id(value.get("id"))
+                and type(value.get("ok")) is bool
+                and (payload is None or isinstance(payload, str))
+            )
+        case _:
+            return False
+
+
+def _valid_item(item: Any) -> bool:
+    if not isinstance(item, list) or len(item) < 2 or not _is_id(item[1]):
+        return False
+    match item[0]:
+        case "call":
+            return len(item) == 4 and isinstance(item[2], str) and isinstance(item[3], str)
+        case "timer":
+            return len(item) == 3 and _finite(item[2])
+        case "clear":
+            return len(item) == 2
+        case _:
+            return False
