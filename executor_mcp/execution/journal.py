@@ -242,12 +242,15 @@ class Journal:
 
 
 def _size(entry: Entry) -> int:
-    """About the bytes an entry takes: what it holds of any size is a settled call's payload and its readings
-    and outbox, whose items are a few dozen bytes each."""
+    """About the bytes an entry takes: what it holds of any size is a settled call's payload, the paths of the
+    calls it started, and its readings and outbox, whose items are otherwise a few dozen bytes each."""
     if isinstance(entry, Mark):
         return 32
     payload = entry.input.get("payload")
-    return 96 + (len(payload) if isinstance(payload, str) else 0) + 32 * (len(entry.clock) + 2 * len(entry.outbox))
+    paths = sum(len(item[2]) for item in entry.outbox if item[0] == "call")
+    return (
+        96 + (len(payload) if isinstance(payload, str) else 0) + paths + 32 * (len(entry.clock) + 2 * len(entry.outbox))
+    )
 
 
 def encode_head(head: Head) -> bytes:

@@ -146,3 +146,10 @@ def test_mismatches_are_worded() -> None:
     timer = summary([{"kind": "timer", "id": 2, "ms": 5.0}])
     assert mismatch([], timer) == "asked for a timer of 5 ms, which it had not"
     assert mismatch(recorded, timer) == "asked for a timer of 5 ms where it had asked for a call of tools.ledger.write"
+
+
+def test_a_call_path_counts_against_the_bound() -> None:
+    """The code names its tools' paths, of any length: each is journaled whole with its call."""
+    journal = Journal("k", HEAD)
+    with pytest.raises(JournalFull):
+        journal.record(step("start", summary([call(1, "x" * 5000)])))
