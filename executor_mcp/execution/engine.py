@@ -160,6 +160,10 @@ class _Diverged(Exception):
     """A replay did not reproduce the journal; the message says how."""
 
 
+class _Exhausted(Exception):
+    """A replay reached the execution's CPU budget (it counts every worker's); the message is the worker's."""
+
+
 class _Run:
     def __init__(self, pool: WorkerPool, head: Head, invoke: Invoke, account: Hashable, keeper: Keeper | None) -> None:
         self._pool = pool
@@ -192,7 +196,7 @@ class _Run:
                 log.warning("sandbox worker stopped: %s", exc)
                 message = str(exc) if isinstance(exc, _Stopped) else str(_broken(str(exc)))
                 return Outcome(ok=False, error=message)
-            except JournalFull as exc:
+            except (JournalFull, _Exhausted) as exc:
                 return Outcome(ok=False, error=str(exc))
             except _Diverged as exc:
                 return Outcome(ok=False, error=f"{NOT_REBUILT}: {exc} {RERUN}")
@@ -255,6 +259,9 @@ class _Run:
             if isinstance(reply.get("diverged"), str):
                 raise _Diverged(f"replaying its journal (step {number}), {reply['diverged'][:300]}.")
             if reply.get("done") is not None:
+                ended = _outcome(reply["done"])
+                if not ended.ok and self._cpu(reply) >= self._limits.cpu:
+                    raise _Exhausted(ended.error)  # the replay used up what the earlier workers left of the budget
                 raise _Diverged(f"replaying its journal (step {number}), the code finished where it had gone on.")
             outbox = self._checked(reply.get("outbox"))
             difference = mismatch(step.outbox, summary(outbox))
