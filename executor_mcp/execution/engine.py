@@ -45,6 +45,7 @@ from executor_mcp.execution.journal import (
     Step,
     mismatch,
     summary,
+    valid_clock,
 )
 from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.pool import Worker, WorkerLost, WorkerMisbehaved, WorkerPool
@@ -159,6 +160,10 @@ class _Diverged(Exception):
     """A replay did not reproduce the journal; the message says how."""
 
 
+class _Exhausted(Exception):
+    """A replay reached the execution's CPU budget (it counts every worker's); the message is the worker's."""
+
+
 class _Run:
     def __init__(self, pool: WorkerPool, head: Head, invoke: Invoke, account: Hashable, keeper: Keeper | None) -> None:
         self._pool = pool
@@ -191,7 +196,7 @@ class _Run:
                 log.warning("sandbox worker stopped: %s", exc)
                 message = str(exc) if isinstance(exc, _Stopped) else str(_broken(str(exc)))
                 return Outcome(ok=False, error=message)
-            except JournalFull as exc:
+            except (JournalFull, _Exhausted) as exc:
                 return Outcome(ok=False, error=str(exc))
             except _Diverged as exc:
                 return Outcome(ok=False, error=f"{NOT_REBUILT}: {exc} {RERUN}")
@@ -254,6 +259,9 @@ class _Run:
             if isinstance(reply.get("diverged"), str):
                 raise _Diverged(f"replaying its journal (step {number}), {reply['diverged'][:300]}.")
             if reply.get("done") is not None:
+                ended = _outcome(reply["done"])
+                if not ended.ok and self._cpu(reply) >= self._limits.cpu:
+                    raise _Exhausted(ended.error)  # the replay used up what the earlier workers left of the budget
                 raise _Diverged(f"replaying its journal (step {number}), the code finished where it had gone on.")
             outbox = self._checked(reply.get("outbox"))
             difference = mismatch(step.outbox, summary(outbox))
@@ -350,10 +358,12 @@ class _Run:
         if self._journal is not None:
             recorded = {"op": START} if op == START else {k: v for k, v in request.items() if k != "clock"}
             readings = reply.get("clock")
+            if not valid_clock(readings):
+                raise _broken("malformed clock readings")
             step = Step(
                 at=time.time(),
                 input=recorded,
-                clock=readings if isinstance(readings, list) else [],
+                clock=readings,
                 outbox=summary(outbox),
                 cpu=self._cpu(reply),
             )

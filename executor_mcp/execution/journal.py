@@ -19,6 +19,7 @@ is written before the host acts on it. No I/O here: the owner writes `unwritten(
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,7 @@ import attrs
 
 from executor_mcp.codec import converter, dumps, loads
 from executor_mcp.execution.limits import Limits
+from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES
 
 START = "start"
 SETTLE = "settle"
@@ -94,6 +96,30 @@ class Pending:
     calls: dict[int, InFlight]
     timers: dict[int, float]  # timer id -> when it is due, epoch seconds
     cpu: float
+
+
+_MAX_DATE_MS = 8.64e15  # the furthest a JavaScript Date reaches either side of the Unix epoch
+_MAX_COUNT = 2**53
+
+
+def valid_clock(clock: Any) -> bool:
+    """Whether a step's clock readings are of the shape and number the prelude reports: `[kind, value, count]`,
+    at most `MAX_CLOCK_ENTRIES` of them. They are journaled and fed back as they are, and charged to the journal
+    by their number, so nothing else (a long string, a deep list, a 4,000-digit integer) may pass for one."""
+    if not isinstance(clock, list) or len(clock) > MAX_CLOCK_ENTRIES:
+        return False
+    for entry in clock:
+        if not isinstance(entry, list) or len(entry) != 3:
+            return False
+        kind, value, count = entry
+        if type(count) is not int or not 0 < count < _MAX_COUNT:
+            return False
+        if kind == "date":
+            if type(value) is not int or abs(value) > _MAX_DATE_MS:
+                return False
+        elif kind != "perf" or type(value) not in (int, float) or not math.isfinite(value):
+            return False
+    return True
 
 
 def summary(outbox: list[Any]) -> list[Any]:
@@ -216,12 +242,15 @@ class Journal:
 
 
 def _size(entry: Entry) -> int:
-    """About the bytes an entry takes: what it holds of any size is a settled call's payload and its readings
-    and outbox, whose items are a few dozen bytes each."""
+    """About the bytes an entry takes: what it holds of any size is a settled call's payload, the paths of the
+    calls it started, and its readings and outbox, whose items are otherwise a few dozen bytes each."""
     if isinstance(entry, Mark):
         return 32
     payload = entry.input.get("payload")
-    return 96 + (len(payload) if isinstance(payload, str) else 0) + 32 * (len(entry.clock) + 2 * len(entry.outbox))
+    paths = sum(len(item[2]) for item in entry.outbox if item[0] == "call")
+    return (
+        96 + (len(payload) if isinstance(payload, str) else 0) + paths + 32 * (len(entry.clock) + 2 * len(entry.outbox))
+    )
 
 
 def encode_head(head: Head) -> bytes:
@@ -249,8 +278,60 @@ def decode_entry(raw: bytes) -> Entry:
                 raise ValueError("unknown mark")
             return Mark(value["mark"], value["id"])
         step = Step(at=value["at"], input=value["in"], clock=value["clock"], outbox=value["out"], cpu=value["cpu"])
-        if not isinstance(step.input, dict) or not isinstance(step.outbox, list) or not isinstance(step.clock, list):
+        if not (
+            _finite(step.at)
+            and _finite(step.cpu)
+            and _valid_input(step.input)
+            and valid_clock(step.clock)
+            and isinstance(step.outbox, list)
+            and all(_valid_item(item) for item in step.outbox)
+        ):
             raise ValueError("malformed step")
         return step
     except Exception as exc:
         raise BadJournal(f"unreadable journal entry ({type(exc).__name__})") from None
+
+
+# What a stored step holds is checked as far as the engine reads it (`pending`, `mismatch`, a replay's requests),
+# so a damaged one is a `BadJournal`, which costs its own execution, not an error wherever it is read.
+
+
+def _finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _is_id(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
+def _valid_input(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    match value.get("op"):
+        case "start":
+            return True
+        case "fire":
+            return _is_id(value.get("id"))
+        case "settle":
+            payload = value.get("payload")
+            return (
+                _is_id(value.get("id"))
+                and type(value.get("ok")) is bool
+                and (payload is None or isinstance(payload, str))
+            )
+        case _:
+            return False
+
+
+def _valid_item(item: Any) -> bool:
+    if not isinstance(item, list) or len(item) < 2 or not _is_id(item[1]):
+        return False
+    match item[0]:
+        case "call":
+            return len(item) == 4 and isinstance(item[2], str) and isinstance(item[3], str)
+        case "timer":
+            return len(item) == 3 and _finite(item[2])
+        case "clear":
+            return len(item) == 2
+        case _:
+            return False

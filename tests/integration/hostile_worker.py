@@ -1,4 +1,5 @@
-"""A sandbox worker gone bad: it answers each request with the next raw frame payload from argv.
+"""A sandbox worker gone bad: it answers each request with the next raw frame payload from argv (a JSON
+list, or `@path` of a file that holds one, for replies longer than an argument may be).
 
 It stands in for a worker whose JavaScript escaped the prelude, so the host's own checks can be seen
 working. Standalone on purpose (the pool starts workers with an empty environment in `/`).
@@ -11,7 +12,11 @@ import sys
 
 
 def main() -> None:
-    replies = json.loads(sys.argv[1])
+    argument = sys.argv[1]
+    if argument.startswith("@"):
+        with open(argument[1:]) as file:
+            argument = file.read()
+    replies = json.loads(argument)
     buffer = b""
     for payload in replies:
         while len(buffer) < 4 or len(buffer) < 4 + struct.unpack(">I", buffer[:4])[0]:

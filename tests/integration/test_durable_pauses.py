@@ -373,3 +373,47 @@ async def test_a_browser_approval_survives_a_restart(
     assert resumed.structured_content["result"]["data"]["pattern"] == "x.*"
     rules = (await http.get(f"{base}/api/policies", headers=bearer(ALICE))).json()
     assert [rule["pattern"] for rule in rules if rule["owner"] == "user"] == ["x.*"]
+
+
+def _damage_the_journal_of(data_dir: Path, marker: bytes, damage: Any) -> None:
+    """Replace a field of the first step of the journal whose code holds `marker` with `damage`: a record that
+    still decodes as JSON, but not as any step the engine writes."""
+    (path,) = [p for p in (data_dir / SESSIONS_DIR).glob("*.mdb")]
+    env = lmdb.open(str(path), subdir=False)
+    try:
+        with env.begin(write=True) as txn:
+            (head,) = [bytes(k) for k, v in txn.cursor() if k.startswith(b"journal:") and marker in v]
+            first = head[:-16] + f"{1:016x}".encode()
+            step = json.loads(txn.get(first))
+            step.update(damage)
+            txn.put(first, json.dumps(step).encode())
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [{"out": [5]}, {"out": [["call"]]}, {"out": [["timer", 1, "soon"]]}, {"at": "noon"}, {"in": {"op": "settle"}}],
+    ids=["item", "short-call", "timer-delay", "at", "input"],
+)
+async def test_a_damaged_journal_costs_only_its_own_execution(tmp_path: Path, upstream: Upstream, damage: Any) -> None:
+    data_dir = tmp_path / "data"
+    async with server_process(data_dir, *SERVE) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            healthy = await execute(client, f"return (await {WRITE}({{ body: {{ amount: 1 }} }})).data;")
+            damaged = await execute(
+                client, f"const damaged = 1; return (await {WRITE}({{ body: {{ amount: 2 }} }})).data;"
+            )
+            await stop(server, signal.SIGKILL)
+    _damage_the_journal_of(data_dir, b"const damaged", damage)
+    async with server_process(data_dir, *SERVE) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            done = await resume(client, execution_id(healthy))
+            gone = await resume(client, execution_id(damaged))
+        await stop(server, signal.SIGTERM)
+    assert not done.is_error, text_of(done)
+    assert done.structured_content["result"] == {"created": {"amount": 1}}
+    assert gone.is_error
+    assert gone.structured_content["status"] == "execution_not_found"
+    assert [json.loads(r.body) for r in upstream.calls("/entries")] == [{"amount": 1}]

@@ -7,15 +7,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from mcp import Client
 
 from executor_mcp.codec import dumps
 from executor_mcp.execution.engine import Engine, Outcome
+from executor_mcp.execution.journal import Journal
 from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.results import render
 from executor_mcp.sandbox.pool import WorkerPool
+from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES
 from tests.conftest import ServerUnderTest, start_server
 from tests.sdk import connect, text_of
 from tests.sdk import execute as run
@@ -330,3 +333,89 @@ async def test_a_lone_surrogate_escape_from_a_worker_never_reaches_the_wire() ->
     wire = json.loads(dumps(render(outcome)).decode())
     assert wire["content"][0]["text"] == "\ufffd\n\nLogs:\n\ufffd"
     assert wire["structuredContent"]["result"] == "\ufffd"
+
+
+# -- a worker that lies about its clock readings --------------------------------------------------------
+
+
+@attrs.define
+class Unpaused:
+    """Where the engine journals an execution that has not paused yet: in memory only, nothing to write."""
+
+    journal: Journal
+
+    async def keep(self) -> None:
+        assert not self.journal.durable
+
+
+def stepped(outbox: Any = (), done: Any = None, clock: Any = ()) -> str:
+    return json.dumps(
+        {"op": "step", "outbox": list(outbox), "done": done, "retire": False, "clock": clock, "cpu": 0.01}
+    )
+
+
+async def run_journaled(replies: list[str], scratch: Path) -> tuple[Outcome, Journal]:
+    (scratch / "replies.json").write_text(json.dumps(replies))
+    pool = WorkerPool(spares=0, command=[sys.executable, str(HOSTILE_WORKER), f"@{scratch / 'replies.json'}"])
+    engine = Engine(pool, HOSTILE_LIMITS)
+    keeper = Unpaused(Journal("k", engine.head("return 1")))
+
+    async def invoke(call: Any, args: Any) -> Any:
+        return None
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pool.run)
+            outcome = await engine.execute(keeper.journal.head, invoke, keeper=keeper)
+            nursery.cancel_scope.cancel()
+    return outcome, keeper.journal
+
+
+@pytest.mark.parametrize(
+    "clock",
+    [
+        [["date", "x" * 1_000_000, 1]],  # 1 MB journaled for every step, charged 32 bytes
+        [["date", 1, 1]] * (MAX_CLOCK_ENTRIES + 1),
+        [["perf", [1] * 100_000, 1]],
+        [["date", 10**300, 1]],
+        [["date", 1.5, 1]],
+        [["perf", 1.5, 0]],
+        [["perf", 1.5, 2**60]],
+        [["sundial", 1, 1]],
+        [["date", 1]],
+        "not a list",
+    ],
+    ids=[
+        "huge-value",
+        "too-many",
+        "nested",
+        "huge-int",
+        "fractional-date",
+        "no-count",
+        "huge-count",
+        "kind",
+        "short",
+        "str",
+    ],
+)
+async def test_clock_readings_the_prelude_never_sends_stop_the_run_and_are_not_journaled(
+    clock: Any, tmp_path: Path
+) -> None:
+    """The readings are journaled and fed back as they come, charged to the journal by their count only, so
+    only readings of the prelude's shape and number may reach it."""
+    timer = [{"kind": "timer", "id": 1, "ms": 0}]
+    outcome, journal = await run_journaled([stepped(timer, clock=clock), stepped(done=DONE)], tmp_path)
+    assert not outcome.defect
+    assert (
+        outcome.error
+        == "The sandbox broke the execution protocol (malformed clock readings), so the execution was stopped"
+    )
+    assert journal.steps == []
+
+
+async def test_honest_clock_readings_are_journaled_as_sent(tmp_path: Path) -> None:
+    clock = [["date", 1_700_000_000_000, 3], ["perf", 12.5, 1], ["perf", 13, 2]]
+    timer = [{"kind": "timer", "id": 1, "ms": 0}]
+    outcome, journal = await run_journaled([stepped(timer, clock=clock), stepped(done=DONE)], tmp_path)
+    assert outcome == Outcome(ok=True, result=1, text="1")
+    assert [step.clock for step in journal.steps] == [clock]

@@ -1,6 +1,7 @@
 """The journal of an execution, with no I/O: what it records, what it says is pending, how it numbers what
 is to be written, its bound, and how a replayed outbox is compared with a recorded one."""
 
+import attrs
 import pytest
 
 from executor_mcp.execution.journal import (
@@ -85,10 +86,46 @@ def test_a_step_past_the_bound_is_refused_with_the_option_named() -> None:
     journal.record(Mark(GATE, 1))  # a mark is never refused
 
 
-@pytest.mark.parametrize("raw", [b"", b"[]", b'{"mark": "other", "id": 1}', b'{"at": 1}', b"\xff"])
+GOOD = Step(at=1.5, input={"op": "start"}, clock=[["date", 5, 2]], outbox=[["clear", 3]], cpu=0.1)
+
+
+def damaged(**fields: object) -> bytes:
+    return encode_entry(attrs.evolve(GOOD, **fields))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"[]",
+        b'{"mark": "other", "id": 1}',
+        b'{"at": 1}',
+        b"\xff",
+        damaged(outbox=[5]),
+        damaged(outbox=[["call", 1, "a.b"]]),
+        damaged(outbox=[["call", 1, 7, "digest"]]),
+        damaged(outbox=[["timer", 1, "soon"]]),
+        damaged(outbox=[["timer", True, 5]]),
+        damaged(outbox=[["spawn", 1]]),
+        damaged(outbox=[[]]),
+        damaged(at="noon"),
+        damaged(cpu=None),
+        damaged(input={"op": "settle"}),
+        damaged(input={"op": "fire", "id": "1"}),
+        damaged(input={"op": "settle", "id": 1, "ok": True, "payload": 5}),
+        damaged(input={"op": "other"}),
+        damaged(clock=[["date", "noon", 1]]),
+    ],
+)
 def test_an_entry_that_does_not_decode_is_a_bad_journal(raw: bytes) -> None:
     with pytest.raises(BadJournal):
         decode_entry(raw)
+
+
+def test_a_step_as_the_engine_writes_it_decodes() -> None:
+    assert decode_entry(encode_entry(GOOD)) == GOOD
+    settled = step("settle", summary([call(2), {"kind": "timer", "id": 3, "ms": 1.0}]), id=1, ok=False, payload="no")
+    assert decode_entry(encode_entry(settled)) == settled
 
 
 def test_the_same_arguments_give_the_same_digest_whatever_their_key_order() -> None:
@@ -109,3 +146,10 @@ def test_mismatches_are_worded() -> None:
     timer = summary([{"kind": "timer", "id": 2, "ms": 5.0}])
     assert mismatch([], timer) == "asked for a timer of 5 ms, which it had not"
     assert mismatch(recorded, timer) == "asked for a timer of 5 ms where it had asked for a call of tools.ledger.write"
+
+
+def test_a_call_path_counts_against_the_bound() -> None:
+    """The code names its tools' paths, of any length: each is journaled whole with its call."""
+    journal = Journal("k", HEAD)
+    with pytest.raises(JournalFull):
+        journal.record(step("start", summary([call(1, "x" * 5000)])))
