@@ -521,7 +521,9 @@ class Run:
     async def _answered(self, interaction: Interaction, pause: Pause, call: ToolCall) -> None:
         """Wait for `pause`'s answer within its window; return if it lets the call through, else raise."""
         answer = None
-        with self._lease(), self._slot.pausing(pause.id), call.waiting(), trio.move_on_at(_deadline(pause)):
+        # Already answered (a revived pause): no wait, so the engine keeps its worker for the call going on.
+        waiting = nullcontext() if pause.answer.done else call.waiting()
+        with self._lease(), self._slot.pausing(pause.id), waiting, trio.move_on_at(_deadline(pause)):
             answer = await pause.answer.wait()
         # An answer given after the deadline fired but before this task woke was already told it counts.
         answer = answer or pause.answer.value
@@ -549,8 +551,12 @@ class Run:
             call_id=call.id,
         )
         if self._journal is not None and self._store is not None:
-            self._journal.durable = True
-            await self._write(pause)
+            self._journal.durable = True  # before the write: a step recorded meanwhile is written after it
+            try:
+                await self._write(pause)
+            except BaseException:
+                self._journal.durable = False  # nothing was written (one transaction): nothing to forget later
+                raise
             self._pause_ids.append(pause.id)
             if self._pause_kept is not None:
                 await self._pause_kept(pause.expires_at)
