@@ -249,6 +249,7 @@ async def _serve(
 
     async def shutdown_trigger() -> None:
         await stop.wait()
+        book.keep_for_restart()
         await manager.shutdown(settings.shutdown_grace)
 
     async with trio.open_nursery() as root:

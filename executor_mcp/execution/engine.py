@@ -156,6 +156,18 @@ class _Settle:
     payload: str | None
 
 
+def _unknown(path: str) -> str:
+    return (
+        f"tools.{path} was running when the server stopped, so whether it ran is unknown; it is not called a "
+        "second time."
+    )
+
+
+def unknown_outcome(path: str) -> str:
+    """How an execution ends that cannot go on after a restart: one of its calls may or may not have run."""
+    return f"{NOT_REBUILT}: {_unknown(path)} {RERUN}"
+
+
 class _Diverged(Exception):
     """A replay did not reproduce the journal; the message says how."""
 
@@ -199,7 +211,7 @@ class _Run:
             except (JournalFull, _Exhausted) as exc:
                 return Outcome(ok=False, error=str(exc))
             except _Diverged as exc:
-                return Outcome(ok=False, error=f"{NOT_REBUILT}: {exc} {RERUN}")
+                return Outcome(ok=False, error=f"{NOT_REBUILT}: {exc} {RERUN}")  # as `unknown_outcome` words it
             except WorkerLost:
                 return Outcome(ok=False, error=internal_error("sandbox worker lost"), defect=True)
             finally:
@@ -283,10 +295,7 @@ class _Run:
             if call_id in self._calls:
                 continue
             if not call.askable:
-                raise _Diverged(
-                    f"tools.{call.path} was running when the server stopped, so whether it ran is unknown; it is not "
-                    "called a second time."
-                )
+                raise _Diverged(_unknown(call.path))
             self._start_call(call_id, call.path, self._replayed_args.get(call_id), again=True)
         now = time.time()
         for timer_id, due in pending.timers.items():

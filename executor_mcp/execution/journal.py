@@ -97,6 +97,10 @@ class Pending:
     timers: dict[int, float]  # timer id -> when it is due, epoch seconds
     cpu: float
 
+    def unknown(self) -> InFlight | None:
+        """A call that may or may not have run (it was not waiting at a gate): the execution cannot go on."""
+        return next((call for call in self.calls.values() if not call.askable), None)
+
 
 _MAX_DATE_MS = 8.64e15  # the furthest a JavaScript Date reaches either side of the Unix epoch
 _MAX_COUNT = 2**53

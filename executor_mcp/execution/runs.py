@@ -163,6 +163,7 @@ class Book:
         self._live: dict[str, Pause] = {}
         self._live_by_owner: dict[Owner, dict[str, Pause]] = {}  # the same pauses, oldest first per owner
         self._memories: OrderedDict[Owner, _Memory] = OrderedDict()
+        self.restarting = False
 
     def open(self, pause: Pause) -> None:
         self._live[pause.id] = pause
@@ -199,6 +200,16 @@ class Book:
         """A pause read back after a restart whose window had closed meanwhile: remembered as expired."""
         self.open(pause)
         self.expire(pause)
+
+    def settle_kept(self, pause: Pause, result: JsonObject) -> None:
+        """A pause read back after a restart whose execution cannot go on: its resume hears `result`."""
+        self.open(pause)
+        self.resolve(pause, result)
+
+    def keep_for_restart(self) -> None:
+        """The process is shutting down: a run it ends leaves its pause for the next process, so a resume
+        waiting on it is not told it expired (it gets the restart envelope with its session)."""
+        self.restarting = True
 
     async def resume(self, execution_id: str, owner: Owner, answer: Answer | None) -> JsonObject:
         """The answer to a resume: what answering led to, or why there is nothing to resume. With `answer`
@@ -449,7 +460,7 @@ class Run:
             ended = True
         finally:
             self._slot.release()
-            if self._resolving is not None and not self._resolving.resolution.done:
+            if self._resolving is not None and not self._resolving.resolution.done and not self._book.restarting:
                 self._book.expire(self._resolving, ran_out=False)  # the run ended under a pending resume: tell it
         # Ended by its own outcome or scope, not by its session's end (which decides about the records itself).
         if ended and self._pause_ids:

@@ -25,7 +25,7 @@ import attrs
 from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
-from executor_mcp.execution.engine import Engine, Outcome, ToolCall, internal_error
+from executor_mcp.execution.engine import Engine, Outcome, ToolCall, internal_error, unknown_outcome
 from executor_mcp.execution.journal import Head, Journal
 from executor_mcp.execution.results import approval_url, render, render_browser_paused, worded_for_invoke
 from executor_mcp.execution.runs import Answer, Book, Pause, Run, kept_executions
@@ -200,9 +200,15 @@ def executor_tools(
         now, latest = time.time(), 0.0
         for execution in kept:
             pause = execution.pause
+            forget = (execution.journal.key, [*execution.stale, pause.id])
             if pause.expires_at <= now or not context.session.owner.may_act_on(pause.owner):
                 book.expire_kept(pause.pause())
-                dead.append((execution.journal.key, [*execution.stale, pause.id]))
+                dead.append(forget)
+                continue
+            unknown = execution.journal.pending().unknown()
+            if unknown is not None:  # it can only fail: say so to its resume instead of asking anyone first
+                book.settle_kept(pause.pause(), render(Outcome(ok=False, error=unknown_outcome(unknown.path))))
+                dead.append(forget)
                 continue
             run = new_run(admission.readmit(context.session.owner), context, execution.journal)
             run.revived(execution)

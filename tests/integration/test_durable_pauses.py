@@ -257,10 +257,12 @@ async def test_a_call_in_flight_when_the_server_died_is_not_called_again(tmp_pat
     async with server_process(data_dir, *SERVE) as server:
         async with connect(server.url, mode="legacy") as (client, _):
             failed = await resume(client, execution_id(paused))
+            again = await resume(client, execution_id(paused), "decline")
         await stop(server, signal.SIGTERM)
     assert failed.is_error
     text = text_of(failed)
     assert "tools.ledger.org.public.notes.slowRead was running when the server stopped" in text, text
+    assert text_of(again) == text  # known at the restart: nobody's answer was asked for, or used
     assert len(upstream.calls("/slow")) == 1
     assert upstream.calls("/entries") == []
 
