@@ -1,6 +1,12 @@
 """Running one execution: drive a leased sandbox worker step by step, serving its tool calls and timers.
 
-The worker computes; this side waits. Tool calls are tasks in the execution's own nursery, which lives
+The worker computes; this side waits. A journalled execution (one whose keeper writes its journal, see
+`journal.py`) may run in several workers one after another: once its journal is durable and it waits only
+on humans, the worker is given back (`drop`), and the next answer takes a fresh worker that replays every
+journalled input, checking each step asked for what it asked for before, and then goes on live. A revived
+execution (read back after a restart) starts that way, and asks again only the calls that were waiting at a
+gate; any other call in flight then has an unknown outcome, so the execution ends rather than risk running
+a tool twice. Tool calls are tasks in the execution's own nursery, which lives
 inside whatever task runs the execution (a session's request), so cancelling the session cancels its
 executions. Timers are entries in a heap, not tasks, so a pending timer costs the server next to nothing.
 Budgets:
@@ -240,7 +246,7 @@ class _Run:
         the answer that woke the execution up."""
         journal = self._journal
         if journal is None or not journal.steps:
-            return await self._step(START, {"op": START, **self._start_fields()}, clock=None)
+            return await self._step(START, {"op": START, **self._start_fields()})
         reply = await self._replay(journal)
         self._resume_pending(journal)
         if held is not None:
@@ -358,9 +364,9 @@ class _Run:
     def _timed_out(self) -> Outcome:
         return Outcome(ok=False, error=f"Execution timed out after {self._limits.timeout * 1000:.0f}ms")
 
-    async def _step(self, op: str, request: dict[str, Any], clock: Any = None) -> dict[str, Any]:
+    async def _step(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         """One live step: ask the worker, journal what it observed, keep the journal, then act on its outbox."""
-        reply = await self._request({**request, "clock": clock})
+        reply = await self._request({**request, "clock": None})  # a live step: the worker reads the real clock
         if reply.get("done") is not None:
             return reply
         outbox = self._checked(reply.get("outbox"))
