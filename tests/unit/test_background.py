@@ -87,7 +87,7 @@ async def test_executions_ending_together_start_only_the_missing_spares(tmp_path
                 for _ in range(10):
                     await leases.enter_async_context(pool.lease())
             for _ in range(400):  # a loaded machine starts processes slowly: up to 40 s
-                if len(started.read_text().splitlines()) >= 20 and not pool.stats().starting:
+                if pool.stats().idle >= 10 and not pool.stats().starting:
                     break
                 await trio.sleep(0.1)
             await trio.sleep(1)  # and any start too many would show by now
@@ -98,7 +98,8 @@ async def test_executions_ending_together_start_only_the_missing_spares(tmp_path
                 await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
     # The floor's 2 spares (which the leases may have outrun: then they were let go, on a loaded machine even
-    # before their shell ran `echo`), the leases' 10, and the peak of 10 kept warm after.
-    assert 20 <= len(started.read_text().splitlines()) <= stats.started
+    # before their shell ran `echo`, so up to 2 starts may have no line), the leases' 10, and the peak of 10 kept
+    # warm after.
+    assert stats.started - 2 <= len(started.read_text().splitlines()) <= stats.started
     assert 20 <= stats.started <= 22
     assert (stats.idle, stats.in_use, stats.forked) == (10, 0, 0)
