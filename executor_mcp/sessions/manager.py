@@ -279,6 +279,7 @@ class SessionManager:
 
     async def _run(self, session: Session, opened: Opened | None) -> None:
         """The session's runtime, from restore to exit. Never raises: a crash here would end the server."""
+        restored = opened is None  # else it was just created, and its file keeps nothing to revive
         try:
             with session.scope:
                 opened = opened or await self._restore(session)
@@ -292,10 +293,11 @@ class SessionManager:
                         server = ToolServer(opened.meta, tools, nursery, lease, opened.file, kept)
                         session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
                         session.last_activity = session.last_activity or self._clock()
-                        await once(
-                            f"session {session.id[:12]}: reviving its paused executions",
-                            functools.partial(self._revive, session, server),
-                        )
+                        if restored:
+                            await once(
+                                f"session {session.id[:12]}: reviving its paused executions",
+                                functools.partial(self._revive, session, server),
+                            )
                         session.lifecycle.fire(Event.RESTORED)
                         session.settled.set()
                         await self._watch_idle(session)
