@@ -49,6 +49,8 @@ from executor_mcp.execution.journal import (
     JournalFull,
     Mark,
     Step,
+    finite,
+    is_id,
     mismatch,
     summary,
     valid_clock,
@@ -67,7 +69,6 @@ RESULT_TOO_DEEP = (
 )
 NOT_REBUILT = "Execution could not be resumed"
 RERUN = "Run the execute tool again to start it afresh if its result is still needed."
-_MAX_ID = 2**53
 
 
 @attrs.frozen
@@ -246,7 +247,7 @@ class _Run:
         the answer that woke the execution up."""
         journal = self._journal
         if journal is None or not journal.steps:
-            return await self._step(START, {"op": START, **self._start_fields()})
+            return await self._step({"op": START, **self._start_fields()})
         reply = await self._replay(journal)
         self._resume_pending(journal)
         if held is not None:
@@ -335,7 +336,7 @@ class _Run:
                 if not self._calls:
                     deadline = trio.current_time() + limits.timeout
             elif (timer_id := self._pop_due()) is not None:
-                reply = await self._step(FIRE, {"op": FIRE, "id": timer_id})
+                reply = await self._step({"op": FIRE, "id": timer_id})
             else:
                 return self._timed_out()
         self._worker.reusable = not reply.get("retire", True)  # type: ignore[union-attr]
@@ -359,19 +360,19 @@ class _Run:
     async def _feed(self, settle: _Settle) -> dict[str, Any]:
         self._calls.pop(settle.call_id, None)
         request = {"op": SETTLE, "id": settle.call_id, "ok": settle.ok, "payload": settle.payload}
-        return await self._step(SETTLE, request)
+        return await self._step(request)
 
     def _timed_out(self) -> Outcome:
         return Outcome(ok=False, error=f"Execution timed out after {self._limits.timeout * 1000:.0f}ms")
 
-    async def _step(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def _step(self, request: dict[str, Any]) -> dict[str, Any]:
         """One live step: ask the worker, journal what it observed, keep the journal, then act on its outbox."""
         reply = await self._request({**request, "clock": None})  # a live step: the worker reads the real clock
         if reply.get("done") is not None:
             return reply
         outbox = self._checked(reply.get("outbox"))
         if self._journal is not None:
-            recorded = {"op": START} if op == START else {k: v for k, v in request.items() if k != "clock"}
+            recorded = {"op": START} if request["op"] == START else request  # the head holds what a start was given
             readings = reply.get("clock")
             if not valid_clock(readings):
                 raise _broken("malformed clock readings")
@@ -391,8 +392,7 @@ class _Run:
     def _cpu(self, reply: dict[str, Any]) -> float:
         """The execution's CPU seconds so far, as the worker counts them (from the `cpu_spent` it was given)."""
         used = reply.get("cpu")
-        valid = isinstance(used, int | float) and not isinstance(used, bool) and 0 <= used < math.inf
-        return max(float(used), self._spent) if valid else self._spent
+        return max(float(used), self._spent) if finite(used) and used >= 0 else self._spent
 
     async def _request(self, request: dict[str, Any], expect: str = "step") -> dict[str, Any]:
         assert self._worker is not None
@@ -408,7 +408,7 @@ class _Run:
         if not isinstance(outbox, list) or len(outbox) > limits.max_tool_calls + 2 * limits.max_timers:
             raise _broken("malformed outbox")
         for item in outbox:
-            if not isinstance(item, dict) or not _is_id(item.get("id")):
+            if not isinstance(item, dict) or not is_id(item.get("id")):
                 raise _broken("malformed outbox item")
             kind = item.get("kind")
             if kind == "call":
@@ -488,10 +488,6 @@ class _Run:
         except Exception:
             settle = _Settle(call.id, False, internal_error(f"tool call {call.path} failed"))
         self._send.send_nowait(settle)
-
-
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < _MAX_ID
 
 
 def _outcome(done: Any) -> Outcome:

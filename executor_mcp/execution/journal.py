@@ -104,6 +104,7 @@ class Pending:
 
 _MAX_DATE_MS = 8.64e15  # the furthest a JavaScript Date reaches either side of the Unix epoch
 _MAX_COUNT = 2**53
+_MAX_ID = 2**53
 
 
 def valid_clock(clock: Any) -> bool:
@@ -283,8 +284,8 @@ def decode_entry(raw: bytes) -> Entry:
             return Mark(value["mark"], value["id"])
         step = Step(at=value["at"], input=value["in"], clock=value["clock"], outbox=value["out"], cpu=value["cpu"])
         if not (
-            _finite(step.at)
-            and _finite(step.cpu)
+            finite(step.at)
+            and finite(step.cpu)
             and _valid_input(step.input)
             and valid_clock(step.clock)
             and isinstance(step.outbox, list)
@@ -300,12 +301,14 @@ def decode_entry(raw: bytes) -> Entry:
 # so a damaged one is a `BadJournal`, which costs its own execution, not an error wherever it is read.
 
 
-def _finite(value: Any) -> bool:
+def finite(value: Any) -> bool:
+    """A finite JSON number (a boolean is not one)."""
     return type(value) in (int, float) and math.isfinite(value)
 
 
-def _is_id(value: Any) -> bool:
-    return type(value) is int and value > 0
+def is_id(value: Any) -> bool:
+    """An id the prelude gives a call or a timer: a positive integer JavaScript counts exactly."""
+    return type(value) is int and 0 < value < _MAX_ID
 
 
 def _valid_input(value: Any) -> bool:
@@ -315,11 +318,11 @@ def _valid_input(value: Any) -> bool:
         case "start":
             return True
         case "fire":
-            return _is_id(value.get("id"))
+            return is_id(value.get("id"))
         case "settle":
             payload = value.get("payload")
             return (
-                _is_id(value.get("id"))
+                is_id(value.get("id"))
                 and type(value.get("ok")) is bool
                 and (payload is None or isinstance(payload, str))
             )
@@ -328,13 +331,13 @@ def _valid_input(value: Any) -> bool:
 
 
 def _valid_item(item: Any) -> bool:
-    if not isinstance(item, list) or len(item) < 2 or not _is_id(item[1]):
+    if not isinstance(item, list) or len(item) < 2 or not is_id(item[1]):
         return False
     match item[0]:
         case "call":
             return len(item) == 4 and isinstance(item[2], str) and isinstance(item[3], str)
         case "timer":
-            return len(item) == 3 and _finite(item[2])
+            return len(item) == 3 and finite(item[2])
         case "clear":
             return len(item) == 2
         case _:

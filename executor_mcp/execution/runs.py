@@ -34,7 +34,16 @@ from executor_mcp.background import once
 from executor_mcp.codec import JsonObject, converter, dumps, loads
 from executor_mcp.execution.admission import Slot
 from executor_mcp.execution.engine import ToolCall
-from executor_mcp.execution.journal import GATE, PASS, BadJournal, Journal, Mark, decode_entry, decode_head
+from executor_mcp.execution.journal import (
+    GATE,
+    PASS,
+    BadJournal,
+    Journal,
+    Mark,
+    Pending,
+    decode_entry,
+    decode_head,
+)
 from executor_mcp.execution.results import (
     expired_result,
     forbidden_result,
@@ -321,29 +330,14 @@ class PauseRecord:
 
     @classmethod
     def of(cls, pause: Pause, execution: str) -> "PauseRecord":
-        return cls(
-            pause.id,
-            execution,
-            pause.call_id,
-            pause.owner,
-            pause.interaction,
-            pause.created_at,
-            pause.expires_at,
-            pause.ttl,
-            pause.mode,
-        )
+        return cls(execution=execution, **{name: getattr(pause, name) for name in _PAUSE_FIELDS})
 
     def pause(self) -> Pause:
-        return Pause(
-            id=self.id,
-            owner=self.owner,
-            interaction=self.interaction,
-            expires_at=self.expires_at,
-            ttl=self.ttl,
-            created_at=self.created_at,
-            mode=self.mode,
-            call_id=self.call_id,
-        )
+        return Pause(**{name: getattr(self, name) for name in _PAUSE_FIELDS})
+
+
+# What a record and a live pause have in common: all of the record but the journal's key.
+_PAUSE_FIELDS = tuple(field.name for field in attrs.fields(PauseRecord) if field.name != "execution")
 
 
 @attrs.frozen
@@ -351,6 +345,7 @@ class Kept:
     """A durable execution read back from a session's file: its journal, and the pause it waits on."""
 
     journal: Journal
+    pending: Pending  # what it waits on at its journal's end
     pause: PauseRecord
     stale: tuple[str, ...]  # ids of its earlier pauses, answered long ago, whose records go when it ends
 
@@ -378,13 +373,14 @@ async def kept_executions(store: Store) -> tuple[list[Kept], list[tuple[str, lis
             log.error("forgetting paused execution %s: %s", ids[-1], exc)
             dead.append((key, ids))
             continue
-        calls = journal.pending().calls
+        pending = journal.pending()
+        calls = pending.calls
         live = [record for record in records if (call := calls.get(record.call_id)) is not None and call.askable]
         if not live:
             dead.append((key, ids))
             continue
         newest = max(live, key=lambda record: record.created_at)
-        kept.append(Kept(journal, newest, tuple(pause_id for pause_id in ids if pause_id != newest.id)))
+        kept.append(Kept(journal, pending, newest, tuple(pause_id for pause_id in ids if pause_id != newest.id)))
     return kept, dead
 
 

@@ -123,15 +123,8 @@ class SessionFile:
         """Every finished stream not yet delivered, with its stored events in order."""
 
         def _scan(txn) -> list[tuple[str, list[tuple[int, bytes]]]]:
-            streams = []
-            cursor = txn.cursor()
-            if cursor.set_range(_UNDELIVERED):
-                for key in cursor.iternext(keys=True, values=False):
-                    if not key.startswith(_UNDELIVERED):
-                        break
-                    stream_id = key[len(_UNDELIVERED) :].decode()
-                    streams.append((stream_id, _events(txn, stream_id, 0)))
-            return streams
+            ids = [key[len(_UNDELIVERED) :].decode() for key, _ in _prefixed(txn, _UNDELIVERED)]
+            return [(stream_id, _events(txn, stream_id, 0)) for stream_id in ids]
 
         return await self._env.read(_scan)
 
@@ -194,10 +187,11 @@ class SessionFile:
         await self._env.write(_forget)
 
 
-def _prefixed(txn, prefix: bytes) -> list[tuple[bytes, bytes]]:
+def _prefixed(txn, prefix: bytes, start: bytes = b"") -> list[tuple[bytes, bytes]]:
+    """Every key under `prefix` (from `prefix + start` on) with its value, in key order."""
     found = []
     cursor = txn.cursor()
-    if cursor.set_range(prefix):
+    if cursor.set_range(prefix + start):
         for key, value in cursor:
             if not key.startswith(prefix):
                 break
@@ -219,11 +213,4 @@ def _seq(seq: int) -> bytes:
 
 def _events(txn, stream_id: str, after: int) -> list[tuple[int, bytes]]:
     prefix = _EVENT + stream_id.encode() + b":"
-    found = []
-    cursor = txn.cursor()
-    if cursor.set_range(prefix + _seq(after + 1)):
-        for key, value in cursor:
-            if not key.startswith(prefix):
-                break
-            found.append((int(key[len(prefix) :], 16), bytes(value)))
-    return found
+    return [(int(key[len(prefix) :], 16), value) for key, value in _prefixed(txn, prefix, _seq(after + 1))]

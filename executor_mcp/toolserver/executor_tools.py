@@ -205,7 +205,7 @@ def executor_tools(
                 book.expire_kept(pause.pause())
                 dead.append(forget)
                 continue
-            unknown = execution.journal.pending().unknown()
+            unknown = execution.pending.unknown()
             if unknown is not None:  # it can only fail: say so to its resume instead of asking anyone first
                 book.settle_kept(pause.pause(), render(Outcome(ok=False, error=unknown_outcome(unknown.path))))
                 dead.append(forget)

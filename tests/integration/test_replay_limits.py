@@ -17,7 +17,7 @@ BURN = "let x = 0; for (let i = 0; i < 30000000; i++) x += i; await tools.a.b({}
 
 
 @attrs.define
-class Kept:
+class KeptInMemory:
     """A durable journal's keeper that holds what it is given in memory (the engine's side of `Run`)."""
 
     journal: Journal
@@ -33,7 +33,7 @@ async def test_a_replay_past_the_cpu_budget_ends_with_the_cpu_limit() -> None:
     head = Head(code=BURN, limits=Limits(cpu=BUDGET), seed=(1, 2, 3, 4), epoch=1.7e12, mode="model")
     outbox = summary([{"kind": "call", "id": 1, "path": "a.b", "args": {}}])
     started = Step(at=1.7e9, input={"op": "start"}, clock=[], outbox=outbox, cpu=BUDGET - 0.001)
-    keeper = Kept(Journal("k", head, [started]))
+    keeper = KeptInMemory(Journal("k", head, [started]))
     called: list[str] = []
 
     async def invoke(call: Any, args: Any) -> Any:
