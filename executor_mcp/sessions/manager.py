@@ -344,14 +344,17 @@ class SessionManager:
         if file is not None and session.lifecycle.keeps_answers_on_exit:
             with trio.move_on_after(WRITE_DOWN_BOUND):
                 await session.write_down_kept(file)
-        if file is not None and not session.lifecycle.keeps_executions_on_exit and not session.lifecycle.wipes_on_exit:
+        lifecycle = session.lifecycle
+        # Only a session that kept a pause has executions in its file (`_pause_kept` marks it): a disposal of any
+        # other costs no write.
+        kept = session.record is not None and session.record.paused_until
+        if file is not None and kept and not lifecycle.keeps_executions_on_exit and not lifecycle.wipes_on_exit:
             with trio.move_on_after(WRITE_DOWN_BOUND):
                 await once(f"session {session.id[:12]}: forgetting its executions", file.forget_executions)
-                if session.record is not None and session.record.paused_until:
-                    await once(
-                        f"session {session.id[:12]}: forgetting its pauses",
-                        functools.partial(self._mark_paused, session, 0.0),
-                    )
+                await once(
+                    f"session {session.id[:12]}: forgetting its pauses",
+                    functools.partial(self._mark_paused, session, 0.0),
+                )
         session.settled.set()
         try:
             if file is not None:

@@ -284,14 +284,38 @@ async def test_a_window_that_closed_while_the_server_was_down_is_expired(tmp_pat
     assert expired.structured_content["status"] == "execution_expired"
     assert "run the execute tool again" in text_of(expired)
     assert upstream.calls("/entries") == []
+    assert kept_records(data_dir) == []  # its journal and pause record are gone with it
+
+
+def kept_records(data_dir: Path) -> list[bytes]:
+    """The keys of every journal and pause record in the (one) session file."""
     (session_file,) = (data_dir / SESSIONS_DIR).glob("*.mdb")
     env = lmdb.open(str(session_file), subdir=False, readonly=True, lock=False)
     try:
         with env.begin() as txn:
-            kept = [bytes(key) for key, _ in txn.cursor() if key.startswith((b"journal:", b"pause:"))]
+            return [bytes(key) for key, _ in txn.cursor() if key.startswith((b"journal:", b"pause:"))]
     finally:
         env.close()
-    assert kept == []  # its journal and pause record are gone with it
+
+
+async def test_a_pause_disposed_of_with_its_idle_runtime_is_not_revived(tmp_path: Path, upstream: Upstream) -> None:
+    data_dir = tmp_path / "data"
+    quick = ("--session-timeout", "0.3", "--paused-session-idle-timeout", "1")
+    async with server_process(data_dir, *SERVE, *quick) as server:
+        await add_ledger(server.url, upstream)
+        async with connect(server.url, mode="legacy") as (client, _):
+            paused = await execute(client, f"return await {WRITE}({{ body: {{ amount: 1 }} }});")
+            assert kept_records(data_dir) != []
+            with trio.fail_after(10):
+                while kept_records(data_dir):  # noqa: ASYNC110 (the runtime goes past its paused idle window)
+                    await trio.sleep(0.1)
+            await stop(server, signal.SIGTERM)
+    async with server_process(data_dir, *SERVE, *quick) as server:
+        async with connect(server.url, mode="legacy") as (client, _):
+            gone = await resume(client, execution_id(paused))
+        await stop(server, signal.SIGTERM)
+    assert gone.structured_content["status"] in {"execution_not_found", "execution_expired"}
+    assert upstream.calls("/entries") == []
 
 
 PAUSES = 200
