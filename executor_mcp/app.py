@@ -38,6 +38,7 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import executor_tools
+from executor_mcp.toolserver.modern import ModernCalls
 from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
@@ -244,6 +245,7 @@ async def _serve(
         console=console,
         catalog=catalog,
         approvals=book,
+        modern_calls=ModernCalls(book, await control.request_state_key()),
     )
     stop = trio.Event()
 

@@ -5,6 +5,7 @@ that silently repairs input hides client bugs and lets garbage into session file
 hook here refuses anything that is not already of the declared type.
 """
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -97,3 +98,10 @@ def _reject_constant(name: str) -> Any:
 def loads(raw: bytes | str) -> Any:
     """Standard JSON only: Python's NaN and Infinity extensions would not survive being sent back."""
     return json.loads(raw, parse_constant=_reject_constant)
+
+
+def json_digest(value: Any) -> str:
+    """SHA-256 (hex) of a JSON value's canonical text: sorted keys, no spaces, lone surrogates kept, so two
+    equal values digest alike whatever their key order."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -17,15 +17,13 @@ Kept in memory while nothing depends on it; `durable` from the first pause on, w
 is written before the host acts on it. No I/O here: the owner writes `unwritten()` where it keeps it.
 """
 
-import hashlib
-import json
 import math
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from executor_mcp.codec import converter, dumps, loads
+from executor_mcp.codec import converter, dumps, json_digest, loads
 from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES
 
@@ -142,8 +140,7 @@ def summary(outbox: list[Any]) -> list[Any]:
 
 
 def _digest(args: Any) -> str:
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return json_digest(args)[:32]
 
 
 def mismatch(recorded: list[Any], replayed: list[Any]) -> str | None:

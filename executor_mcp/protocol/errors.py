@@ -75,6 +75,8 @@ class Refusal(enum.Enum):
     FORBIDDEN_HOST = Envelope(403, Code.TRANSPORT, "Forbidden: Host not allowed")
     CSRF_INVALID = Envelope(403, Code.TRANSPORT, "Forbidden: missing or invalid CSRF token")
     RESTARTING = Envelope(503, Code.SESSION, "MCP session is restarting, please retry")
+    # A 2026 request has no session to lose: when the workspace serving it ends under it, it is retried.
+    WORKSPACE_ENDED = Envelope(503, Code.SESSION, "The workspace serving this request ended, please retry")
     UNAUTHORIZED = Envelope(401, Code.SESSION, "Unauthorized")
     NO_ORGANIZATION = Envelope(403, Code.SESSION, "No organization in session — log in via the web app first")
     AUTH_UNAVAILABLE = Envelope(503, Code.SESSION, "Authentication temporarily unavailable - please retry")

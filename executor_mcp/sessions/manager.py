@@ -20,8 +20,10 @@ import attrs
 import trio
 
 from executor_mcp.background import forever, once
+from executor_mcp.codec import JsonObject, json_digest
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
+from executor_mcp.protocol.modern import MODERN_VERSION
 from executor_mcp.sessions.lifecycle import Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
@@ -49,6 +51,16 @@ _HEX = frozenset("0123456789abcdef")
 
 def new_session_id() -> str:
     return secrets.token_hex(SESSION_ID_LENGTH // 2)
+
+
+# What a workspace's listing shows as its client: its requests come from any client of the principal.
+WORKSPACE_CLIENT: JsonObject = {"name": "MCP 2026-07-28 requests", "version": MODERN_VERSION}
+
+
+def workspace_id(owner: Owner, resource: str, elicitation_mode: str, mode: str) -> str:
+    """A workspace's session id, the same for every request of the principal (account, org and role) with
+    these modes, in every process: a digest, of the minted ids' shape."""
+    return json_digest(["workspace", owner.account_id, owner.org_id, owner.org_admin, resource, elicitation_mode, mode])
 
 
 def is_session_id(text: str) -> bool:
@@ -96,6 +108,7 @@ class SessionManager:
         self._clock = clock
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
+        self._making_workspace = trio.Lock()
         self.draining = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -122,7 +135,6 @@ class SessionManager:
         self._refuse_if_draining()
         await self._make_room(owner)
         session_id = new_session_id()
-        now = self._clock()
         meta = SessionMeta(
             session_id=session_id,
             owner=owner,
@@ -130,19 +142,57 @@ class SessionManager:
             protocol_version=version,
             client_info={"name": params.client_info.name, "version": params.client_info.version},
             client_capabilities=params.capabilities,
-            created_at=now,
+            created_at=self._clock(),
             elicitation_mode=elicitation_mode,
             mode=mode,
         )
+        return await self._open_new(meta, initialize_request, workspace=False)
+
+    async def workspace(self, owner: Owner, resource: str, elicitation_mode: str, mode: str) -> Session:
+        """The principal's workspace for these modes, live: where its MCP 2026-07-28 requests run. It is an
+        ordinary session inside (its own nursery and file, idle disposal, restore, durable pauses), made on
+        first use, one at a time, so that two first requests never make two."""
+        session_id = workspace_id(owner, resource, elicitation_mode, mode)
+        found = await self._existing_workspace(session_id, owner, resource)
+        if found is not None:
+            return found
+        async with self._making_workspace:
+            found = await self._existing_workspace(session_id, owner, resource)
+            if found is not None:
+                return found
+            meta = SessionMeta(
+                session_id=session_id,
+                owner=owner,
+                resource=resource,
+                protocol_version=MODERN_VERSION,
+                client_info=dict(WORKSPACE_CLIENT),
+                client_capabilities={},
+                created_at=self._clock(),
+                elicitation_mode=elicitation_mode,
+                mode=mode,
+            )
+            return await self._open_new(meta, b"", workspace=True)
+
+    async def _existing_workspace(self, session_id: str, owner: Owner, resource: str) -> Session | None:
+        try:
+            return await self.acquire(session_id, owner, resource, workspace=True)
+        except Refused as refused:
+            if refused.refusal is Refusal.SESSION_NOT_FOUND:
+                return None
+            raise
+
+    async def _open_new(self, meta: SessionMeta, first_request: bytes, *, workspace: bool) -> Session:
+        self._refuse_if_draining()
+        session_id, owner, resource, now = meta.session_id, meta.owner, meta.resource, meta.created_at
         # Known (restoring) before anything is written, so a shutdown meanwhile ends it like any other.
         session = self._sessions[session_id] = Session(session_id)
         session.lifecycle.fire(Event.RESTORE)
         # Shielded: a client that hangs up mid-initialize must not leave an environment open. The file
         # comes first, whole, so a directory entry never points at a session with no (or half a) file.
-        record = SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now)
+        record = SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now, workspace=workspace)
         with trio.CancelScope(shield=True):
             try:
-                file = await SessionFile.create(self._path(session_id), meta, initialize_request)
+                file = await SessionFile.create(self._path(session_id), meta, first_request)
                 try:
                     await self._control.put_session(record)
                 except BaseException:
@@ -155,16 +205,21 @@ class SessionManager:
                 raise
         # The new session starts from what was just written instead of reading it back.
         self._spawn(session, Opened(record, file, meta))
-        return await self.acquire(session_id, owner, resource)
+        return await self.acquire(session_id, owner, resource, workspace=workspace)
 
-    async def acquire(self, session_id: str, principal: Owner, resource: str, *, activity: bool = True) -> Session:
-        """The live session for a request, restoring it first if needed; or the refusal for its state."""
+    async def acquire(
+        self, session_id: str, principal: Owner, resource: str, *, activity: bool = True, workspace: bool = False
+    ) -> Session:
+        """The live session for a request, restoring it first if needed; or the refusal for its state. A
+        workspace is found only as one (a 2025 request naming its id hears it does not exist)."""
         if not is_session_id(session_id):
             raise Refused(Refusal.SESSION_NOT_FOUND)
         session = await self._live(session_id)
         record = session.record
         if record is None or not principal.may_act_on(record.owner) or record.resource != resource:
             raise Refused(Refusal.FOREIGN_SESSION)
+        if record.workspace != workspace:
+            raise Refused(Refusal.SESSION_NOT_FOUND)
         if activity:
             self._note_activity(session)
         return session
@@ -423,10 +478,15 @@ class SessionManager:
         return live.last_activity if live is not None and live.last_activity else record.last_activity_at
 
     async def _make_room(self, owner: Owner) -> None:
-        """Opening one more session than the cap allows evicts the owner's least recently active."""
+        """Opening one more session than the cap allows evicts the owner's least recently active. Workspaces
+        are not counted, nor evicted: there are a few per principal at most, and they hold its 2026 pauses."""
         if await self._control.owner_session_count(owner) < self._max_sessions:
             return
-        mine = [record for record in await self._control.owner_sessions(owner) if not record.condemned]
+        mine = [
+            record
+            for record in await self._control.owner_sessions(owner)
+            if not record.condemned and not record.workspace
+        ]
         excess = len(mine) + 1 - self._max_sessions
         for record in sorted(mine, key=self._activity)[: max(excess, 0)]:
             log.info(

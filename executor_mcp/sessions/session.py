@@ -21,7 +21,7 @@ from executor_mcp.sessions.lifecycle import Lifecycle, State
 from executor_mcp.sessions.streams import Call, Listener, Stream, StreamEvent
 from executor_mcp.storage.records import SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import SessionFile
-from executor_mcp.toolserver.server import ToolServer
+from executor_mcp.toolserver.server import Serve, ToolServer
 
 SUPERSEDED_COMMENT = "superseded by a newer stream"
 # Undelivered finished streams kept in memory per session; older ones are replayed from the file.
@@ -75,17 +75,18 @@ class Session:
         self.lifecycle.fire(event)
         self.scope.cancel()
 
-    def start_call(self, request: Request, stream: Stream) -> Call:
+    def start_call(self, request: Request, stream: Stream, serve: Serve = ToolServer.handle) -> Call:
+        """Serve `request` in the runtime's nursery, answering on `stream`; `serve` is how its era is served."""
         if not self.lifecycle.serving or self.runtime is None:
             raise Refused(self.lifecycle.refusal or Refusal.INTERNAL)
         call = Call(request=request, stream=stream)
         self.calls.add(call)
-        self.runtime.nursery.start_soon(self._work, call, self.runtime.server)
+        self.runtime.nursery.start_soon(self._work, call, self.runtime.server, serve)
         return call
 
-    async def _work(self, call: Call, server: ToolServer) -> None:
+    async def _work(self, call: Call, server: ToolServer, serve: Serve) -> None:
         with call.scope:
-            response = await server.handle(call.request, call.stream.send)
+            response = await serve(server, call.request, call.stream.send)
             if self._settle(call):
                 call.stream.answer(response)
 

@@ -49,6 +49,7 @@ class StreamEvent:
     seq: int
     payload: bytes
     answer: bool = False  # a response or an error response (what a JSON answer collects)
+    error_code: int | None = None  # an error response's code (a 2026 JSON answer's status follows it)
 
 
 def encoded(message: Message) -> bytes | None:
@@ -83,7 +84,8 @@ class Stream:
 
     def send(self, message: Message) -> None:
         if self._pending and (payload := encoded(message)) is not None:
-            self._append(payload, answer=isinstance(message, Response | ErrorResponse))
+            code = message.error.code if isinstance(message, ErrorResponse) else None
+            self._append(payload, answer=isinstance(message, Response | ErrorResponse), error_code=code)
 
     def answer(self, response: Response | ErrorResponse) -> None:
         self.send(response)
@@ -110,9 +112,9 @@ class Stream:
             changed = self._changed
             await changed.wait()
 
-    def _append(self, payload: bytes, *, answer: bool) -> None:
+    def _append(self, payload: bytes, *, answer: bool, error_code: int | None = None) -> None:
         self._seq += 1
-        self.events.append(StreamEvent(self._seq, payload, answer))
+        self.events.append(StreamEvent(self._seq, payload, answer, error_code))
         if self._detached:
             self._trim()
         self._wake()

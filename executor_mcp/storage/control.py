@@ -41,6 +41,7 @@ _LEGACY_DBS = (b"sessions-by-account", b"session-counts")
 # Policies of 61054cb and before, keyed by id alone; moved under their owner's keys, then dropped.
 _LEGACY_POLICIES = b"policies"
 _CONSOLE_KEY = b"cookie-key"
+_REQUEST_STATE_KEY = b"request-state-key"
 
 
 def _owner_prefix(owner: Owner) -> bytes:
@@ -312,14 +313,22 @@ class ControlPlane(CatalogStore):
     # -- web console --------------------------------------------------------------------------------
 
     async def console_key(self) -> bytes:
-        """The key console cookies are signed with, made on first use (in one write, so a server and an
-        admin command starting together agree on it). Losing it only signs everyone out."""
+        """The key console cookies are signed with. Losing it only signs everyone out."""
+        return await self._signing_key(_CONSOLE_KEY)
+
+    async def request_state_key(self) -> bytes:
+        """The key 2026 approvals' `requestState` is signed with: kept here, not per process, so a state
+        outlives a restart as its durable pause does. Losing it only makes clients run their call again."""
+        return await self._signing_key(_REQUEST_STATE_KEY)
+
+    async def _signing_key(self, name: bytes) -> bytes:
+        """A key made on first use, in one write, so a server and an admin command starting together agree."""
 
         def _key(txn) -> bytes:
-            key = txn.get(_CONSOLE_KEY, db=self._console)
+            key = txn.get(name, db=self._console)
             if key is None:
                 key = secrets.token_bytes(32)
-                txn.put(_CONSOLE_KEY, key, db=self._console)
+                txn.put(name, key, db=self._console)
             return bytes(key)
 
         return await self._env.write(_key)

@@ -47,6 +47,9 @@ class SessionRecord:
     condemned: bool = False
     # Until when a pause of the session is kept in its file: a restart before then revives the session.
     paused_until: float = 0.0
+    # A principal's workspace, where its MCP 2026-07-28 requests run (`sessions/manager.py`): never named on
+    # the wire, outside the per-account session cap.
+    workspace: bool = False
 
 
 @attrs.frozen

@@ -5,8 +5,9 @@ An execution runs as a task in the session's nursery, so it can pause for approv
 later request, from this session or another of the same account and org, in this process or (its pause
 being durable: `execution/runs.py`) the next one, which revives it when the session's runtime comes up.
 In `native` elicitation mode
-there is no `resume`: a gated call asks the client inline with `elicitation/create`, and waits for the
-answer no longer than the approval window. In `browser` mode a pause sends the user to the console's
+on a 2025 session there is no `resume`: a gated call asks the client inline with `elicitation/create`, and
+waits for the answer no longer than the approval window (a 2026 workspace pauses as model mode does, and its
+pause is asked as `input_required`: `modern.py`). In `browser` mode a pause sends the user to the console's
 approval page, and `resume` takes only the executionId: it waits for the person's decision there.
 
 Argument problems are tool results with `isError`, in the MCP SDK's wording, not JSON-RPC errors: a
@@ -40,6 +41,7 @@ from executor_mcp.execution.texts import (
 )
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
+from executor_mcp.protocol.modern import MODERN_VERSIONS
 from executor_mcp.storage.records import BROWSER_ELICITATION, NATIVE_ELICITATION, PASSTHROUGH_MODE, SessionMeta
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.context import CallContext, Gate, Interaction
@@ -142,10 +144,9 @@ def executor_tools(
         slot = admission.admit(context.session.owner)
         if isinstance(slot, Refusal):
             return refusal_result(slot)
-        mode = context.session.elicitation_mode
-        head = engine.head(code, mode)
-        # Native mode asks inline, within the request: nothing of it outlives the request, so nothing is kept.
-        journal = None if mode == NATIVE_ELICITATION else Journal(uuid.uuid4().hex, head)
+        head = engine.head(code, context.session.elicitation_mode)
+        # Asking inline happens within the request: nothing of it outlives the request, so nothing is kept.
+        journal = None if asks_inline(context.session) else Journal(uuid.uuid4().hex, head)
         run = new_run(slot, context, journal)
         first = run.next
         try:
@@ -175,7 +176,7 @@ def executor_tools(
     def start(run: Run, head: Head, context: ToolContext) -> None:
         """Drive `run` in the session's nursery: from its start, or (revived) from its journal."""
         owner = context.session.owner
-        native = context.session.elicitation_mode == NATIVE_ELICITATION
+        native = asks_inline(context.session)
         ask = functools.partial(run.ask_inline, ask=_ask_client(context))
 
         async def invoke(call: ToolCall, args: Any) -> Any:
@@ -296,13 +297,20 @@ def executor_tools(
 
     def factory(meta: SessionMeta) -> ToolRegistry:
         passthrough = meta.mode == PASSTHROUGH_MODE
-        if meta.elicitation_mode == NATIVE_ELICITATION:
+        if asks_inline(meta):
             return passthrough_native if passthrough else native
         if meta.elicitation_mode == BROWSER_ELICITATION:
             return passthrough_browser if passthrough else browser
         return passthrough_model if passthrough else model
 
     return factory
+
+
+def asks_inline(meta: SessionMeta) -> bool:
+    """Whether a gated call asks the client inline (`elicitation/create` on the request's stream): native mode
+    on a 2025 session. A 2026 request's stream carries no server requests, so a workspace's native-mode pause
+    is kept as model mode keeps it (with `resume` listed), and asked as `input_required` (`modern.py`)."""
+    return meta.elicitation_mode == NATIVE_ELICITATION and meta.protocol_version not in MODERN_VERSIONS
 
 
 def _ask_client(context: ToolContext) -> Callable[[Interaction], Awaitable[str]]:

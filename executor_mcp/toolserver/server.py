@@ -22,7 +22,7 @@ from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, Reque
 from executor_mcp.protocol.mcp import CallToolParams, Tool, structure_params, tools_list_result
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.storage.session_file import SessionFile
-from executor_mcp.toolserver.registry import ToolContext, ToolRegistry
+from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +54,28 @@ class ToolServer:
         self._listing: JsonObject | None = None  # the `tools/list` result, made once per runtime (read only)
 
     async def handle(self, request: Request, notify: Send) -> Response | ErrorResponse:
-        try:
-            return Response(id=request.id, result=await self._dispatch(request, notify))
-        except RpcError as exc:
-            return error_response(request.id, exc.code, exc.message, exc.data)
-        except Exception:
-            correlation = secrets.token_hex(4)
-            log.exception("request %s (%s) failed [%s]", request.id, request.method, correlation)
-            return error_response(request.id, Code.INTERNAL_ERROR, f"Internal error [{correlation}]")
+        return await answer(request, self._dispatch(request, notify))
+
+    def entry(self, name: str) -> RegisteredTool:
+        """The tool a `tools/call` names; an unknown name is the caller's error (-32602), as in the SDKs."""
+        entry = self._tools.get(name)
+        if entry is None:
+            raise RpcError(Code.INVALID_PARAMS, f"Tool {name} not found")
+        return entry
+
+    async def listing(self) -> JsonObject:
+        """The `tools/list` result, made on the first asking of this runtime (the execute tool's description
+        names the owner's integrations as they were then)."""
+        if self._listing is None:
+            listed: list[Tool] = [
+                await entry.listing(self.meta) if entry.listing is not None else entry.tool for entry in self._tools
+            ]
+            self._listing = tools_list_result(listed)
+        return self._listing
+
+    def context(self, notify: Send) -> ToolContext:
+        """What a tool called by a request on `notify`'s stream may know and do."""
+        return self._context(notify, functools.partial(self.ask, notify))
 
     async def revive(self) -> float:
         """Bring back what the session's file keeps (its durable pauses), before the runtime serves requests,
@@ -108,22 +122,30 @@ class ToolServer:
             case "ping":
                 return {}
             case "tools/list":
-                if self._listing is None:
-                    listed: list[Tool] = [
-                        await entry.listing(self.meta) if entry.listing is not None else entry.tool
-                        for entry in self._tools
-                    ]
-                    self._listing = tools_list_result(listed)
-                return self._listing
+                return await self.listing()
             case "tools/call":
                 params: CallToolParams = structure_params(request.params, CallToolParams)
-                entry = self._tools.get(params.name)
-                if entry is None:
-                    raise RpcError(Code.INVALID_PARAMS, f"Tool {params.name} not found")
-                context = self._context(notify, functools.partial(self.ask, notify))
-                return await entry.handler(params.arguments, context)
+                return await self.entry(params.name).handler(params.arguments, self.context(notify))
             case _:
                 raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")
+
+
+# How a request is served by a session's tool server: `ToolServer.handle` (the 2025 era), or a 2026 request's
+# own (`modern.py`).
+Serve = Callable[[ToolServer, Request, Send], Awaitable[Response | ErrorResponse]]
+
+
+async def answer(request: Request, work: Awaitable[JsonObject]) -> Response | ErrorResponse:
+    """`request`'s one answer: `work`'s result, or its error as a value; a defect is -32603 with a correlation
+    id that finds it in the log."""
+    try:
+        return Response(id=request.id, result=await work)
+    except RpcError as exc:
+        return error_response(request.id, exc.code, exc.message, exc.data)
+    except Exception:
+        correlation = secrets.token_hex(4)
+        log.exception("request %s (%s) failed [%s]", request.id, request.method, correlation)
+        return error_response(request.id, Code.INTERNAL_ERROR, f"Internal error [{correlation}]")
 
 
 def _notify_nobody(message: Message) -> None:

@@ -34,13 +34,18 @@ _NO_BODY_STATUSES = frozenset({204, 304})
 class RequestHeaders(Mapping[str, str]):
     """Request headers by lower-case name; a repeated header reads as its first value (as in werkzeug)."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_values", "repeated")
 
     def __init__(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
         values: dict[str, str] = {}
+        repeated: set[str] = set()
         for name, value in raw:
-            values.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+            key = name.decode("latin-1").lower()
+            if key in values:
+                repeated.add(key)
+            values.setdefault(key, value.decode("latin-1"))
         self._values = values
+        self.repeated = frozenset(repeated)  # names sent more than once (2026 routing headers must not be)
 
     def __getitem__(self, name: str) -> str:
         return self._values[name.lower()]

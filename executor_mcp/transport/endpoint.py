@@ -59,11 +59,12 @@ from executor_mcp.protocol.mcp import (
     negotiate_version,
     structure_params,
 )
+from executor_mcp.protocol.modern import HANDSHAKE_VERSIONS, is_modern
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
-from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.tools.catalog import Catalog
+from executor_mcp.toolserver.modern import ModernCalls
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
 from executor_mcp.transport.approvals_api import ApprovalsApi
@@ -71,6 +72,7 @@ from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, d
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
+from executor_mcp.transport.modern import ModernEndpoint, session_modes
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
@@ -91,11 +93,17 @@ _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
 POLICY_API_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
+MODERN_ONLY_POST = {"Content-Type": rules.JSON, "Allow": "POST"}
+
+
 class McpEndpoint:
-    def __init__(self, manager: SessionManager, authenticator: Authenticator, guard: BrowserGuard) -> None:
+    def __init__(
+        self, manager: SessionManager, authenticator: Authenticator, guard: BrowserGuard, modern: ModernEndpoint
+    ) -> None:
         self._manager = manager
         self._auth = authenticator
         self._guard = guard
+        self._modern = modern
 
     async def serve(self, exchange: Exchange) -> Answer:
         """The answer to one exchange, refusals and defects included (the edge adds CORS and `Connection`)."""
@@ -116,6 +124,9 @@ class McpEndpoint:
         principal = await self._authenticate(exchange)
         if exchange.method == "POST":
             return await self._post(exchange, principal)
+        version = exchange.headers.get(rules.VERSION_HEADER, "").strip()
+        if version and version not in HANDSHAKE_VERSIONS:  # 2026 has no GET stream and no session to DELETE
+            return Answer(405, dumps(envelope_body(Refused(Refusal.METHOD_NOT_ALLOWED))), MODERN_ONLY_POST)
         if exchange.method == "GET":
             return await self._get(exchange, principal)
         return await self._delete(exchange, principal)
@@ -142,7 +153,10 @@ class McpEndpoint:
             raise Refused(Refusal.INVALID_JSON) from None
         except InvalidMessage:
             raise Refused(Refusal.INVALID_MESSAGE) from None
+        if is_modern(headers, messages, batch):
+            return await self._modern.post(exchange, principal, messages, batch)
         requests = [m for m in messages if isinstance(m, Request)]
+        # A 2025 request of 2026's first method: not one of this era's (a 2026 client then falls back).
         discover = next((r for r in requests if r.method == DISCOVER_METHOD), None)
         if discover is not None:
             raise Refused(Refusal.METHOD_NOT_FOUND, request_id=discover.id)
@@ -178,10 +192,8 @@ class McpEndpoint:
         except RpcError as exc:
             return _answer_json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
         version = negotiate_version(params.protocol_version)
-        # Chosen once, at creation, from the URL (upstream §3.1); never from the client's capabilities.
-        asked = exchange.query("elicitation_mode") or MODEL_ELICITATION
-        elicitation = asked if asked in ELICITATION_MODES else MODEL_ELICITATION
-        mode = PASSTHROUGH_MODE if exchange.query("mode") == PASSTHROUGH_MODE else EXECUTE_MODE
+        # Chosen once, at creation.
+        elicitation, mode = session_modes(exchange)
         session = await self._manager.create(principal, RESOURCE, params, version, raw, elicitation, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
         return _answer_json(encode(answer), headers={rules.SESSION_HEADER: session.id})
@@ -346,20 +358,23 @@ def create_app(
     console: Console | None = None,
     catalog: Catalog | None = None,
     approvals: Book | None = None,
+    *,
+    modern_calls: ModernCalls,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none` Origin/Host guard
     (off by default, as with bearers). Without `integrations`, the integrations API's routes are absent; without
     `handoffs` (the connect links and where they point), the connect page and its API; without `console`, the web
     console (and `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
-    those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages."""
+    those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
+    `modern_calls` serves the 2026 requests' tool calls."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
     app = _App("executor_mcp", static_folder=None)
     # Quart's 60 s default response timeout would silently cut SSE streams; a body gets a bounded time.
     app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, BODY_TIMEOUT=BODY_TIMEOUT_SECONDS)
-    endpoint = McpEndpoint(manager, authenticator, guard)
+    endpoint = McpEndpoint(manager, authenticator, guard, ModernEndpoint(manager, modern_calls, RESOURCE))
     api_auth: Authenticator = authenticator
     if console is not None:
         api_auth = ConsoleCredentials(console, authenticator)

@@ -19,7 +19,7 @@ PREFLIGHT = {
     **CORS,
     "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
     "Access-Control-Allow-Headers": (
-        "content-type, authorization, mcp-session-id, accept, mcp-protocol-version, last-event-id"
+        "content-type, authorization, mcp-session-id, accept, mcp-protocol-version, last-event-id, mcp-method, mcp-name"
     ),
     "Access-Control-Max-Age": "86400",
 }

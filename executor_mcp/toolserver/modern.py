@@ -1,0 +1,151 @@
+"""How a workspace's tool server answers MCP 2026-07-28 requests: `tools/list` and `tools/call`, shaped for
+that era, with native-mode approvals as multi-round-trip requests.
+
+The tools are the session's own (`execute`, `skills`, `resume`, or passthrough's), run exactly as for a 2025
+session. Only the ends differ. Every result gets `resultType` (and the list its cache hints). In native mode a
+paused execution is not answered with its pause text but with `input_required`: the client asks its user and
+retries the same call with the answer and the `requestState` it was given, which names the pause. The retry
+answers the pause through the same `resume` as a model's (so a person on the console, or a model's `resume`,
+may answer it first; the first answer counts), and gets what answering led to: the result, or the next pause
+as a new `input_required`.
+"""
+
+import functools
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from executor_mcp.codec import JsonObject, dumps, json_digest
+from executor_mcp.execution.runs import Book, Pause, model_worded
+from executor_mcp.protocol.errors import Code, RpcError
+from executor_mcp.protocol.jsonrpc import ErrorResponse, Request, Response
+from executor_mcp.protocol.mcp import CallToolParams, structure_params
+from executor_mcp.protocol.modern import (
+    FORM_ELICITATION,
+    MISSING_CAPABILITY,
+    TOOLS_CALL,
+    TOOLS_LIST,
+    TOOLS_LIST_TTL_MS,
+    complete,
+    declares_form_elicitation,
+    input_required,
+)
+from executor_mcp.protocol.request_state import BadRequestState, RequestState, seal, unseal
+from executor_mcp.storage.records import NATIVE_ELICITATION, Owner
+from executor_mcp.toolserver.registry import ToolContext
+from executor_mcp.toolserver.server import Send, Serve, ToolServer, answer
+
+# The tools whose call runs code, and so may pause for an approval.
+RUNS_CODE = frozenset({"execute", "invoke"})
+RESUME = "resume"
+# The one question a paused call asks at a time, under this key.
+APPROVAL_KEY = "approval"
+ACTIONS = frozenset({"accept", "decline", "cancel"})
+PAUSED = "waiting_for_interaction"
+
+
+class ModernCalls:
+    """The 2026 ends of a workspace's tool server; `key` signs `requestState` (the control plane keeps it)."""
+
+    def __init__(self, book: Book, key: bytes, clock: Callable[[], float] = time.time) -> None:
+        self._book = book
+        self._key = key
+        self._clock = clock
+
+    def serving(self, capabilities: JsonObject) -> Serve:
+        """How one request, whose client declared `capabilities`, is served by a workspace's tool server."""
+        return functools.partial(self.handle, capabilities=capabilities)
+
+    async def handle(
+        self, server: ToolServer, request: Request, notify: Send, *, capabilities: JsonObject
+    ) -> Response | ErrorResponse:
+        return await answer(request, self._dispatch(server, request, notify, capabilities))
+
+    async def _dispatch(
+        self, server: ToolServer, request: Request, notify: Send, capabilities: JsonObject
+    ) -> JsonObject:
+        if request.method == TOOLS_LIST:
+            return complete(await server.listing(), ttl_ms=TOOLS_LIST_TTL_MS)
+        if request.method != TOOLS_CALL:
+            raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")
+        raw = request.params or {}
+        params: CallToolParams = structure_params(raw, CallToolParams)
+        entry = server.entry(params.name)
+        native = server.meta.elicitation_mode == NATIVE_ELICITATION
+        context = server.context(notify)
+        if "requestState" in raw:
+            result = await self._answered(server, params, raw, context)
+        else:
+            if native and params.name in RUNS_CODE and not declares_form_elicitation(capabilities):
+                # Refused before any code runs: it could pause, and this client could not be asked.
+                raise RpcError(
+                    MISSING_CAPABILITY,
+                    "Missing required client capability: elicitation (form), to ask for approvals in native mode",
+                    {"requiredCapabilities": FORM_ELICITATION},
+                )
+            result = await entry.handler(params.arguments, context)
+        return self._shaped(result, server.meta.owner, params) if native else complete(result)
+
+    async def _answered(
+        self, server: ToolServer, params: CallToolParams, raw: JsonObject, context: ToolContext
+    ) -> JsonObject:
+        """A retry with the answer to a pause: checked against its state, then given to the pause as a `resume`
+        would give it. A missing or malformed answer to a pause still waiting is asked again."""
+        owner = server.meta.owner
+        try:
+            state = unseal(
+                self._key,
+                raw.get("requestState"),
+                self._clock(),
+                principal=_principal(owner),
+                tool=params.name,
+                arguments=params.arguments,
+            )
+        except BadRequestState as exc:
+            raise RpcError(Code.INVALID_PARAMS, f"Invalid params: {exc}") from None
+        responses = raw.get("inputResponses")
+        action, content = _elicited(responses.get(state.key) if isinstance(responses, dict) else None)
+        found = self._book.lookup(state.execution_id, owner)
+        if action is None and isinstance(found, Pause) and not found.answer.done:
+            return model_worded(found)
+        arguments = {"executionId": state.execution_id, "action": action or "cancel", "content": dumps(content or {})}
+        return await server.entry(RESUME).handler(arguments, context)
+
+    def _shaped(self, result: JsonObject, owner: Owner, params: CallToolParams) -> JsonObject:
+        """A native-mode result: a pause becomes the question for the client to ask, anything else is complete."""
+        structured = result.get("structuredContent")
+        interaction = structured.get("interaction") if isinstance(structured, dict) else None
+        if not isinstance(structured, dict) or structured.get("status") != PAUSED or not isinstance(interaction, dict):
+            return complete(result)
+        state = RequestState(
+            execution_id=structured["executionId"],
+            account=owner.account_id,
+            org=owner.org_id,
+            admin=owner.org_admin,
+            tool=params.name,
+            arguments=json_digest(params.arguments),
+            key=APPROVAL_KEY,
+            expires_at=datetime.fromisoformat(structured["expiresAt"]).timestamp(),
+        )
+        question = {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": interaction["message"],
+                "requestedSchema": interaction["requestedSchema"],
+            },
+        }
+        return input_required({APPROVAL_KEY: question}, seal(self._key, state))
+
+
+def _principal(owner: Owner) -> tuple[str, str, bool]:
+    return owner.account_id, owner.org_id, owner.org_admin
+
+
+def _elicited(response: Any) -> tuple[str | None, JsonObject | None]:
+    """An `ElicitResult`'s action and content; (None, None) when it is not one."""
+    if not isinstance(response, dict) or response.get("action") not in ACTIONS:
+        return None, None
+    content = response.get("content")
+    return response["action"], content if isinstance(content, dict) else None

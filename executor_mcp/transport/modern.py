@@ -1,0 +1,131 @@
+"""`/mcp` for MCP revision 2026-07-28: one request per POST, no session, answered in that era's vocabulary.
+
+The endpoint has authenticated the request and told its era (`protocol/modern.py`) before anything here
+runs, so a 2026 request never meets a 2025 session rule. Then: one request (not a batch, not a posted
+response), a notification acknowledged and dropped, the spec's ladder, and the method. `server/discover` is
+computed; `tools/list` and `tools/call` run in the principal's workspace (`SessionManager.workspace`), an
+ordinary durable session that is never named on the wire.
+
+A call is answered as JSON if its answer comes within `COMMIT_SECONDS` (its status then follows its error
+code), else as an event stream that carries keep-alive comments and then the answer. 2026 streams are not
+resumable: no event ids, no priming event (a client that saw an id would try to reconnect with a GET). The
+client leaving is cancellation: the exchange's cancellation abandons the call, which stops its work (a paused
+execution has already been answered, so it is not affected).
+"""
+
+from typing import Any
+
+import trio
+
+from executor_mcp.auth.principal import Principal
+from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.protocol.errors import Code, Refusal, Refused, RpcError
+from executor_mcp.protocol.jsonrpc import Message, Request, RequestId, Response, encode, error_response
+from executor_mcp.protocol.modern import DISCOVER, ModernRequest, discover_result, status_of, validate
+from executor_mcp.sessions.manager import SessionManager
+from executor_mcp.sessions.session import Session
+from executor_mcp.sessions.streams import Call, Stream
+from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
+from executor_mcp.toolserver.modern import ModernCalls
+from executor_mcp.transport import headers as rules
+from executor_mcp.transport.asgi import Answer, Exchange, LastChunk
+from executor_mcp.transport.sse import KEEPALIVE, message_event
+
+# How long an answer may take and still go out as JSON (as the official Python SDK server waits).
+COMMIT_SECONDS = 15.0
+KEEPALIVE_SECONDS = 15.0
+_STREAM_HEADERS = {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class ModernEndpoint:
+    def __init__(self, manager: SessionManager, calls: ModernCalls, resource: str) -> None:
+        self._manager = manager
+        self._calls = calls
+        self._resource = resource
+
+    async def post(self, exchange: Exchange, principal: Principal, messages: list[Message], batch: bool) -> Answer:
+        """The answer to a 2026 POST; a refusal of the server's own (a restart, say) is raised as `Refused`."""
+        if batch or len(messages) != 1:
+            return _error(None, Code.INVALID_REQUEST, "Invalid Request: a request must be sent alone, not in a batch")
+        message = messages[0]
+        if not isinstance(message, Request):
+            if hasattr(message, "method"):  # a notification: 2026 defines none over HTTP; acknowledged, dropped
+                return Answer(202)
+            return _error(None, Code.INVALID_REQUEST, "Invalid Request: a response cannot be posted")
+        try:
+            modern = validate(exchange.headers, exchange.headers.repeated, message)
+        except RpcError as exc:
+            return _error(message.id, exc.code, exc.message, exc.data)
+        if message.method == DISCOVER:
+            return _json(encode(Response(id=message.id, result=discover_result())))
+        try:
+            session = await self._manager.workspace(principal, self._resource, *session_modes(exchange))
+            return await self._call(session, modern)
+        except Refused as refused:
+            raise _in_this_era(refused) from None
+
+    async def _call(self, session: Session, modern: ModernRequest) -> Answer:
+        stream = session.open_stream(1, None)
+        call = session.start_call(modern.request, stream, self._calls.serving(modern.capabilities))
+        try:
+            with trio.move_on_after(COMMIT_SECONDS):
+                while not stream.finished:
+                    await stream.read(stream.events[-1].seq if stream.events else 0)
+        except BaseException:
+            session.abandon([call])  # the client left: the call is cancelled
+            raise
+        if not stream.finished:
+            return Answer(200, _events(session, stream, call), dict(_STREAM_HEADERS))
+        session.abandon([call])
+        if stream.refused is not None:
+            raise stream.refused
+        answer = next(event for event in stream.events if event.answer)
+        status = status_of(answer.error_code) if answer.error_code is not None else 200
+        return Answer(status, answer.payload, {"Content-Type": rules.JSON})
+
+
+async def _events(session: Session, stream: Stream, call: Call):
+    """A long call's answer as an event stream: keep-alive comments while it runs, then its messages, with no
+    event ids. The client leaving (the generator closed early) cancels the call."""
+    cursor, complete = 0, False
+    try:
+        while True:
+            events = None
+            with trio.move_on_after(KEEPALIVE_SECONDS):
+                events = await stream.read(cursor)
+            if events is None:
+                yield KEEPALIVE
+                continue
+            if not events:
+                break
+            cursor = events[-1].seq
+            frames = b"".join(message_event(event.payload) for event in events)
+            if stream.finished:
+                yield LastChunk(frames)
+                break
+            yield frames
+        complete = True
+    finally:
+        if not complete:
+            session.abandon([call])
+
+
+def _in_this_era(refused: Refused) -> Refused:
+    """2026 reserves 404 for `-32601`: a refusal that would say the session is gone says to retry instead."""
+    return Refused(Refusal.WORKSPACE_ENDED) if refused.envelope.status == 404 else refused
+
+
+def session_modes(exchange: Exchange) -> tuple[str, str]:
+    """The elicitation mode and the tool mode a request asks for in its URL (upstream §3.1), never in its body or
+    capabilities: a 2025 session takes them at `initialize`, a 2026 request picks its workspace by them."""
+    asked = exchange.query("elicitation_mode") or MODEL_ELICITATION
+    elicitation = asked if asked in ELICITATION_MODES else MODEL_ELICITATION
+    return elicitation, PASSTHROUGH_MODE if exchange.query("mode") == PASSTHROUGH_MODE else EXECUTE_MODE
+
+
+def _json(body: JsonObject, status: int = 200) -> Answer:
+    return Answer(status, dumps(body), {"Content-Type": rules.JSON})
+
+
+def _error(request_id: RequestId | None, code: int, message: str, data: Any = None) -> Answer:
+    return _json(encode(error_response(request_id, code, message, data)), status_of(code))
