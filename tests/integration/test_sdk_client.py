@@ -9,15 +9,18 @@ from tests.conftest import ServerUnderTest, start_server
 from tests.sdk import PRODUCT_TOOLS, connect, resume
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_initialize_and_list_tools(server: ServerUnderTest, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "version", "session"), [("auto", "2026-07-28", False), ("legacy", "2025-11-25", True)]
+)
+async def test_initialize_and_list_tools(server: ServerUnderTest, mode: str, version: str, session: bool) -> None:
+    """The default client discovers the 2026 revision and opens no session; a legacy one initializes a session."""
     async with connect(server.url, mode=mode) as (client, recorder):
         assert client.server_info is not None
         assert client.server_info.name == "executor"
-        assert client.protocol_version == "2025-11-25"
+        assert client.protocol_version == version
         listed = await client.list_tools()
         assert [tool.name for tool in listed.tools] == PRODUCT_TOOLS
-        assert recorder.session_id is not None
+        assert (recorder.session_id is not None) is session
 
 
 async def test_session_resumed_by_id_from_a_new_client(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
