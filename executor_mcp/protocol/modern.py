@@ -37,7 +37,7 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 VERSION_HEADER = "mcp-protocol-version"
 METHOD_HEADER = "mcp-method"
 NAME_HEADER = "mcp-name"
-ROUTING_HEADERS = (VERSION_HEADER, METHOD_HEADER, NAME_HEADER)
+SESSION_HEADER = "mcp-session-id"
 
 DISCOVER = "server/discover"
 TOOLS_LIST = "tools/list"
@@ -85,10 +85,10 @@ def status_of(code: int) -> int:
 
 
 def is_modern(headers: Mapping[str, str], messages: list[Message], batch: bool) -> bool:
-    """Whether a POST speaks 2026-07-28: a version header that names no handshake version (unknown ones
-    included, so that they hear `-32022`), or a single message whose `_meta` claims a version."""
-    version = headers.get(VERSION_HEADER, "").strip()
-    if version and version not in HANDSHAKE_VERSIONS:
+    """Whether a POST speaks 2026-07-28: a single message whose `_meta` claims a version, or a version header
+    that names no handshake version (unknown ones included, so that they hear `-32022`) on a request that names
+    no 2025 session (one that does is a 2025 request with a bad header, refused as it always was)."""
+    if speaks_modern_by_header(headers):
         return True
     if batch or len(messages) != 1:
         return False
@@ -97,6 +97,12 @@ def is_modern(headers: Mapping[str, str], messages: list[Message], batch: bool) 
         return False
     meta = message.params.get("_meta")
     return isinstance(meta, dict) and META_VERSION in meta
+
+
+def speaks_modern_by_header(headers: Mapping[str, str]) -> bool:
+    """A version header of no handshake version, on a request with no `Mcp-Session-Id`."""
+    version = headers.get(VERSION_HEADER, "").strip()
+    return bool(version) and version not in HANDSHAKE_VERSIONS and not headers.get(SESSION_HEADER, "").strip()
 
 
 @attrs.frozen

@@ -59,7 +59,7 @@ from executor_mcp.protocol.mcp import (
     negotiate_version,
     structure_params,
 )
-from executor_mcp.protocol.modern import HANDSHAKE_VERSIONS, is_modern
+from executor_mcp.protocol.modern import is_modern, speaks_modern_by_header
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
@@ -124,8 +124,7 @@ class McpEndpoint:
         principal = await self._authenticate(exchange)
         if exchange.method == "POST":
             return await self._post(exchange, principal)
-        version = exchange.headers.get(rules.VERSION_HEADER, "").strip()
-        if version and version not in HANDSHAKE_VERSIONS:  # 2026 has no GET stream and no session to DELETE
+        if speaks_modern_by_header(exchange.headers):  # 2026 has no GET stream and no session to DELETE
             return Answer(405, dumps(envelope_body(Refused(Refusal.METHOD_NOT_ALLOWED))), MODERN_ONLY_POST)
         if exchange.method == "GET":
             return await self._get(exchange, principal)

@@ -197,10 +197,13 @@ async def test_malformed_session_ids_are_404(server: ServerUnderTest, http: http
     assert envelope(response) == (404, -32001, "Session not found")
 
 
-async def test_server_discover_is_method_not_found(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
+async def test_server_discover_is_a_2026_method(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    """A 2025 request (no 2026 version header, no `_meta` claim) of `server/discover` is not a method of its era;
+    a 2026 one is served, or refused by the 2026 checks (here: no `_meta`)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
-    response = await post(http, server.url, body, **{"mcp-protocol-version": "2026-07-28"})
-    assert envelope(response) == (404, -32601, "Method not found")
+    assert envelope(await post(http, server.url, body)) == (404, -32601, "Method not found")
+    modern = await post(http, server.url, body, **{"mcp-protocol-version": "2026-07-28", "mcp-method": body["method"]})
+    assert envelope(modern)[:2] == (400, -32602)
 
 
 async def test_unsupported_protocol_version_header_is_400(server: ServerUnderTest, http: httpx.AsyncClient) -> None:

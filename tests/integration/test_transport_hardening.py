@@ -137,9 +137,12 @@ async def test_a_malformed_last_event_id_replays_what_is_known(
 
 async def test_server_discover_404_carries_the_request_id(server: ServerUnderTest, http: httpx.AsyncClient) -> None:
     body = {"jsonrpc": "2.0", "id": "probe-7", "method": "server/discover", "params": {}}
-    response = await post(http, server.url, body, **{"mcp-protocol-version": "2026-07-28"})
+    response = await post(http, server.url, body)
     assert envelope(response) == (404, -32601, "Method not found")
     assert response.json()["id"] == "probe-7"
+    refused = await post(http, server.url, body, **{"mcp-protocol-version": "2026-07-28"})
+    assert envelope(refused)[:2] == (400, -32602)
+    assert refused.json()["id"] == "probe-7"
 
 
 async def test_the_sdk_sees_no_unknown_priming_event(server: ServerUnderTest, caplog: pytest.LogCaptureFixture) -> None:
