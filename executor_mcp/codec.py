@@ -6,6 +6,7 @@ hook here refuses anything that is not already of the declared type.
 """
 
 import hashlib
+import hmac
 import json
 import re
 from collections.abc import Callable
@@ -103,5 +104,14 @@ def loads(raw: bytes | str) -> Any:
 def json_digest(value: Any) -> str:
     """SHA-256 (hex) of a JSON value's canonical text: sorted keys, no spaces, lone surrogates kept, so two
     equal values digest alike whatever their key order."""
+    return hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def json_mac(key: bytes, value: Any) -> str:
+    """HMAC-SHA256 (hex) of a JSON value's canonical text: a digest only the key's holder can compute."""
+    return hmac.new(key, _canonical(value), hashlib.sha256).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text.encode("utf-8", "surrogatepass")

@@ -20,6 +20,8 @@ from executor_mcp.execution.engine import Outcome
 MAX_TEXT = 30_000
 MAX_FILE_TEXT = 64_000
 INVALID_ITEM = "Invalid execution output item omitted."
+# The `status` of a paused execution's structured result (what a 2026 native-mode client is asked from).
+PAUSED_STATUS = "waiting_for_interaction"
 _CONTENT_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
 _TEXT_LIKE = re.compile(r"^(text/.*|application/(json|xml|javascript|x-yaml|yaml|csv)|.*\+(json|xml))$")
 
@@ -178,7 +180,7 @@ def render_paused(
         ]
     )
     structured = {
-        "status": "waiting_for_interaction",
+        "status": PAUSED_STATUS,
         "executionId": execution_id,
         "expiresAt": deadline,
         "ttlMs": int(ttl * 1000),

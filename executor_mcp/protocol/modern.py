@@ -22,7 +22,7 @@ from executor_mcp import __version__
 from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import Message, Notification, Request
-from executor_mcp.protocol.mcp import SERVER_NAME
+from executor_mcp.protocol.mcp import DISCOVER_METHOD, SERVER_NAME
 
 MODERN_VERSION = "2026-07-28"
 MODERN_VERSIONS = (MODERN_VERSION,)
@@ -31,7 +31,6 @@ HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 VERSION_HEADER = "mcp-protocol-version"
@@ -39,10 +38,9 @@ METHOD_HEADER = "mcp-method"
 NAME_HEADER = "mcp-name"
 SESSION_HEADER = "mcp-session-id"
 
-DISCOVER = "server/discover"
 TOOLS_LIST = "tools/list"
 TOOLS_CALL = "tools/call"
-SERVED = frozenset({DISCOVER, TOOLS_LIST, TOOLS_CALL})
+SERVED = frozenset({DISCOVER_METHOD, TOOLS_LIST, TOOLS_CALL})
 # The methods whose `Mcp-Name` header repeats a param, and which param.
 NAMED = {
     "tools/call": "name",
@@ -110,9 +108,7 @@ class ModernRequest:
     """One 2026 request that passed the ladder: what serving it needs to know about its client."""
 
     request: Request
-    version: str
-    capabilities: JsonObject
-    client_info: JsonObject | None
+    capabilities: JsonObject  # this request's own: 2026 has no handshake to remember them from
 
 
 def validate(headers: Mapping[str, str], repeated: frozenset[str], request: Request) -> ModernRequest:
@@ -140,8 +136,7 @@ def validate(headers: Mapping[str, str], repeated: frozenset[str], request: Requ
         )
     if request.method not in SERVED:
         raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")
-    info = meta.get(META_CLIENT_INFO)
-    return ModernRequest(request, version, capabilities, info if isinstance(info, dict) else None)
+    return ModernRequest(request, capabilities)
 
 
 def _check_headers(

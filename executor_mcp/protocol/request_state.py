@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from executor_mcp.codec import JsonObject, json_digest
+from executor_mcp.codec import json_digest
 
 _PURPOSE = b"executor-mcp request state v1\x00"
 # Far more than a state this server issues (about 400 bytes): a longer one is refused unread.
@@ -53,16 +53,16 @@ def unseal(
     if not isinstance(token, str) or len(token) > MAX_STATE or token.count(".") != 1:
         raise BadRequestState("requestState is not one this server issued")
     payload, mac = token.split(".")
+    # The MAC first, over the payload as sent: nothing of an unsigned state is decoded, let alone parsed.
     try:
-        presented = _unb64(mac)
-        fields: JsonObject = json.loads(_unb64(payload))
+        signed = hmac.compare_digest(_unb64(mac), _mac(key, payload))
     except (binascii.Error, ValueError):
-        raise BadRequestState("requestState is not one this server issued") from None
-    if not hmac.compare_digest(presented, _mac(key, payload)):
+        signed = False
+    if not signed:
         raise BadRequestState("requestState is not one this server issued")
     try:
-        state = RequestState(**fields)
-    except TypeError:
+        state = RequestState(**json.loads(_unb64(payload)))
+    except (binascii.Error, ValueError, TypeError):  # signed by this key, so only a different format's
         raise BadRequestState("requestState is not one this server issued") from None
     if (state.account, state.org, state.admin) != principal:
         raise BadRequestState("requestState was issued to another principal")
@@ -82,6 +82,7 @@ def _b64(raw: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
+    """Strict: one spelling per value (no stray characters skipped), as `_b64` writes it."""
     if not text or not text.isascii():
         raise ValueError("empty or not ASCII")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)

@@ -175,6 +175,12 @@ class Lifecycle:
         return REFUSALS[self.state] or Refusal.INTERNAL
 
 
+def workspace_refusal(refusal: Refusal) -> Refusal:
+    """A refusal as a workspace's request hears it: a 2026 client never named the session, and 404 is that
+    era's `-32601`, so a session that is gone or ending says to retry (the next request makes it anew)."""
+    return Refusal.WORKSPACE_ENDED if refusal.value.status == 404 else refusal
+
+
 def listed_state(handle: State | None, condemned: bool) -> State:
     """The state a listing of stored sessions shows for one: the durable condemned marker first (an admin
     command or an interrupted wipe may have set it with no handle here), then this process's handle, and with

@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from executor_mcp.background import forever, once
-from executor_mcp.codec import JsonObject, json_digest
+from executor_mcp.codec import JsonObject, json_mac
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.protocol.modern import MODERN_VERSION
@@ -53,14 +53,18 @@ def new_session_id() -> str:
     return secrets.token_hex(SESSION_ID_LENGTH // 2)
 
 
+# How often a request looks for (or makes) its workspace before asking its client to retry: each look waits
+# for the handle it found to settle, so a second look only follows a workspace ending meanwhile.
+WORKSPACE_ATTEMPTS = 4
 # What a workspace's listing shows as its client: its requests come from any client of the principal.
 WORKSPACE_CLIENT: JsonObject = {"name": "MCP 2026-07-28 requests", "version": MODERN_VERSION}
 
 
-def workspace_id(owner: Owner, resource: str, elicitation_mode: str, mode: str) -> str:
+def workspace_id(key: bytes, owner: Owner, resource: str, elicitation_mode: str, mode: str) -> str:
     """A workspace's session id, the same for every request of the principal (account, org and role) with
-    these modes, in every process: a digest, of the minted ids' shape."""
-    return json_digest(["workspace", owner.account_id, owner.org_id, owner.org_admin, resource, elicitation_mode, mode])
+    these modes, in every process: a MAC under the control plane's workspace key, of the minted ids' shape."""
+    principal = [owner.account_id, owner.org_id, owner.org_admin]
+    return json_mac(key, ["workspace", *principal, resource, elicitation_mode, mode])
 
 
 def is_session_id(text: str) -> bool:
@@ -108,10 +112,11 @@ class SessionManager:
         self._clock = clock
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
-        self._making_workspace = trio.Lock()
+        self._workspace_key = b""  # read from the control plane when the manager runs
         self.draining = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._workspace_key = await self._control.workspace_key()
         await self._recover()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -151,27 +156,28 @@ class SessionManager:
     async def workspace(self, owner: Owner, resource: str, elicitation_mode: str, mode: str) -> Session:
         """The principal's workspace for these modes, live: where its MCP 2026-07-28 requests run. It is an
         ordinary session inside (its own nursery and file, idle disposal, restore, durable pauses), made on
-        first use, one at a time, so that two first requests never make two."""
-        session_id = workspace_id(owner, resource, elicitation_mode, mode)
-        found = await self._existing_workspace(session_id, owner, resource)
-        if found is not None:
-            return found
-        async with self._making_workspace:
+        first use. Made only where no handle of its id exists, checked and claimed with no checkpoint between,
+        so that two first requests never make two and a restore never opens the file a creation holds: a
+        request that finds a handle waits for it, as any request of a session does."""
+        session_id = workspace_id(self._workspace_key, owner, resource, elicitation_mode, mode)
+        for _ in range(WORKSPACE_ATTEMPTS):
             found = await self._existing_workspace(session_id, owner, resource)
             if found is not None:
                 return found
-            meta = SessionMeta(
-                session_id=session_id,
-                owner=owner,
-                resource=resource,
-                protocol_version=MODERN_VERSION,
-                client_info=dict(WORKSPACE_CLIENT),
-                client_capabilities={},
-                created_at=self._clock(),
-                elicitation_mode=elicitation_mode,
-                mode=mode,
-            )
-            return await self._open_new(meta, b"", workspace=True)
+            if session_id not in self._sessions:
+                meta = SessionMeta(
+                    session_id=session_id,
+                    owner=owner,
+                    resource=resource,
+                    protocol_version=MODERN_VERSION,
+                    client_info=dict(WORKSPACE_CLIENT),
+                    client_capabilities={},
+                    created_at=self._clock(),
+                    elicitation_mode=elicitation_mode,
+                    mode=mode,
+                )
+                return await self._open_new(meta, b"", workspace=True)
+        raise Refused(Refusal.RESTARTING)  # its handle kept changing hands: the client retries
 
     async def _existing_workspace(self, session_id: str, owner: Owner, resource: str) -> Session | None:
         try:
@@ -216,10 +222,10 @@ class SessionManager:
             raise Refused(Refusal.SESSION_NOT_FOUND)
         session = await self._live(session_id)
         record = session.record
+        if record is not None and record.workspace != workspace:
+            raise Refused(Refusal.SESSION_NOT_FOUND)  # before ownership: whose workspace it is is not told
         if record is None or not principal.may_act_on(record.owner) or record.resource != resource:
             raise Refused(Refusal.FOREIGN_SESSION)
-        if record.workspace != workspace:
-            raise Refused(Refusal.SESSION_NOT_FOUND)
         if activity:
             self._note_activity(session)
         return session

@@ -17,7 +17,7 @@ from executor_mcp.background import once, retrying
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.jsonrpc import Message, Request
 from executor_mcp.sessions.lifecycle import Event as LifecycleEvent
-from executor_mcp.sessions.lifecycle import Lifecycle, State
+from executor_mcp.sessions.lifecycle import Lifecycle, State, workspace_refusal
 from executor_mcp.sessions.streams import Call, Listener, Stream, StreamEvent
 from executor_mcp.storage.records import SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import SessionFile
@@ -191,7 +191,8 @@ class Session:
         return len(self.calls) + (self.listener is not None)
 
     def fail_in_flight(self) -> None:
-        refused = Refused(self.lifecycle.in_flight_refusal)
+        refusal = self.lifecycle.in_flight_refusal
+        refused = Refused(workspace_refusal(refusal) if self.record is not None and self.record.workspace else refusal)
         for call in list(self.calls):
             self._settle(call)
             call.stream.refuse(call.request.id, refused)

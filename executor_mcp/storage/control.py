@@ -42,6 +42,7 @@ _LEGACY_DBS = (b"sessions-by-account", b"session-counts")
 _LEGACY_POLICIES = b"policies"
 _CONSOLE_KEY = b"cookie-key"
 _REQUEST_STATE_KEY = b"request-state-key"
+_WORKSPACE_KEY = b"workspace-id-key"
 
 
 def _owner_prefix(owner: Owner) -> bytes:
@@ -320,6 +321,11 @@ class ControlPlane(CatalogStore):
         """The key 2026 approvals' `requestState` is signed with: kept here, not per process, so a state
         outlives a restart as its durable pause does. Losing it only makes clients run their call again."""
         return await self._signing_key(_REQUEST_STATE_KEY)
+
+    async def workspace_key(self) -> bytes:
+        """The key workspace ids are derived under, so that nobody else can compute a principal's (and probe
+        whether it exists, or wake it). Losing it only orphans workspaces, swept like any idle session."""
+        return await self._signing_key(_WORKSPACE_KEY)
 
     async def _signing_key(self, name: bytes) -> bytes:
         """A key made on first use, in one write, so a server and an admin command starting together agree."""

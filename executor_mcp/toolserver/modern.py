@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from executor_mcp.codec import JsonObject, dumps, json_digest
+from executor_mcp.execution.results import PAUSED_STATUS
 from executor_mcp.execution.runs import Book, Pause, model_worded
 from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Request, Response
@@ -33,16 +34,14 @@ from executor_mcp.protocol.modern import (
 )
 from executor_mcp.protocol.request_state import BadRequestState, RequestState, seal, unseal
 from executor_mcp.storage.records import NATIVE_ELICITATION, Owner
+from executor_mcp.toolserver.executor_tools import ACTIONS, RESUME
 from executor_mcp.toolserver.registry import ToolContext
 from executor_mcp.toolserver.server import Send, Serve, ToolServer, answer
 
 # The tools whose call runs code, and so may pause for an approval.
 RUNS_CODE = frozenset({"execute", "invoke"})
-RESUME = "resume"
 # The one question a paused call asks at a time, under this key.
 APPROVAL_KEY = "approval"
-ACTIONS = frozenset({"accept", "decline", "cancel"})
-PAUSED = "waiting_for_interaction"
 
 
 class ModernCalls:
@@ -66,7 +65,7 @@ class ModernCalls:
         self, server: ToolServer, request: Request, notify: Send, capabilities: JsonObject
     ) -> JsonObject:
         if request.method == TOOLS_LIST:
-            return complete(await server.listing(), ttl_ms=TOOLS_LIST_TTL_MS)
+            return complete(await server.listing(max_age=TOOLS_LIST_TTL_MS / 1000), ttl_ms=TOOLS_LIST_TTL_MS)
         if request.method != TOOLS_CALL:
             raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")
         raw = request.params or {}
@@ -85,7 +84,11 @@ class ModernCalls:
                     {"requiredCapabilities": FORM_ELICITATION},
                 )
             result = await entry.handler(params.arguments, context)
-        return self._shaped(result, server.meta.owner, params) if native else complete(result)
+        if native and declares_form_elicitation(capabilities):
+            return self._shaped(result, server.meta.owner, params)
+        # A client that cannot be asked (no form elicitation in this request) gets the pause as a model
+        # would: its text names `resume`. The spec forbids an input request of a kind it did not declare.
+        return complete(result)
 
     async def _answered(
         self, server: ToolServer, params: CallToolParams, raw: JsonObject, context: ToolContext
@@ -110,13 +113,14 @@ class ModernCalls:
         if action is None and isinstance(found, Pause) and not found.answer.done:
             return model_worded(found)
         arguments = {"executionId": state.execution_id, "action": action or "cancel", "content": dumps(content or {})}
-        return await server.entry(RESUME).handler(arguments, context)
+        return await server.entry(RESUME.name).handler(arguments, context)
 
     def _shaped(self, result: JsonObject, owner: Owner, params: CallToolParams) -> JsonObject:
         """A native-mode result: a pause becomes the question for the client to ask, anything else is complete."""
         structured = result.get("structuredContent")
         interaction = structured.get("interaction") if isinstance(structured, dict) else None
-        if not isinstance(structured, dict) or structured.get("status") != PAUSED or not isinstance(interaction, dict):
+        paused = isinstance(structured, dict) and structured.get("status") == PAUSED_STATUS
+        if not paused or not isinstance(interaction, dict):
             return complete(result)
         state = RequestState(
             execution_id=structured["executionId"],

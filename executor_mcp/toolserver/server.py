@@ -51,7 +51,8 @@ class ToolServer:
         self._pause_kept = pause_kept
         self._ids = itertools.count(1)
         self._asked: dict[RequestId, Deferred[Message]] = {}
-        self._listing: JsonObject | None = None  # the `tools/list` result, made once per runtime (read only)
+        self._listing: JsonObject | None = None  # the `tools/list` result (read only), and when it was made
+        self._listed_at = 0.0
 
     async def handle(self, request: Request, notify: Send) -> Response | ErrorResponse:
         return await answer(request, self._dispatch(request, notify))
@@ -63,14 +64,16 @@ class ToolServer:
             raise RpcError(Code.INVALID_PARAMS, f"Tool {name} not found")
         return entry
 
-    async def listing(self) -> JsonObject:
+    async def listing(self, max_age: float | None = None) -> JsonObject:
         """The `tools/list` result, made on the first asking of this runtime (the execute tool's description
-        names the owner's integrations as they were then)."""
-        if self._listing is None:
+        names the owner's integrations as they were then), or made again once older than `max_age` seconds:
+        a workspace serves every client of its principal for as long as any of them is active."""
+        stale = max_age is not None and trio.current_time() - self._listed_at >= max_age
+        if self._listing is None or stale:
             listed: list[Tool] = [
                 await entry.listing(self.meta) if entry.listing is not None else entry.tool for entry in self._tools
             ]
-            self._listing = tools_list_result(listed)
+            self._listing, self._listed_at = tools_list_result(listed), trio.current_time()
         return self._listing
 
     def context(self, notify: Send) -> ToolContext:

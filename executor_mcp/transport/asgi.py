@@ -74,6 +74,9 @@ class Answer:
     body: bytes | AsyncGenerator[bytes, None] = b""
     headers: dict[str, str] = attrs.Factory(dict)
     first_chunk_at_once: bool = False  # a streamed body's first chunk is ready now: written with the head
+    # Called once the exchange is over, sent or not: a streamed body's generator that never started (the
+    # client left while the head was going out) runs no `finally`, so what must follow its end goes here.
+    over: Callable[[], None] | None = None
 
 
 @attrs.frozen
@@ -163,7 +166,11 @@ class Exchange:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch, nursery.cancel_scope)
             answer: Answer = await handle(self)
-            await self._respond(answer, finishing(self).apply(list(answer.headers.items())))
+            try:
+                await self._respond(answer, finishing(self).apply(list(answer.headers.items())))
+            finally:
+                if answer.over is not None:
+                    answer.over()
             nursery.cancel_scope.cancel()
 
     @property

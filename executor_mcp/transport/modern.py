@@ -13,18 +13,21 @@ client leaving is cancellation: the exchange's cancellation abandons the call, w
 execution has already been answered, so it is not affected).
 """
 
+import functools
 from typing import Any
 
 import trio
 
 from executor_mcp.auth.principal import Principal
 from executor_mcp.codec import JsonObject, dumps
-from executor_mcp.protocol.errors import Code, Refusal, Refused, RpcError
+from executor_mcp.protocol.errors import Code, Refused, RpcError
 from executor_mcp.protocol.jsonrpc import Message, Request, RequestId, Response, encode, error_response
-from executor_mcp.protocol.modern import DISCOVER, ModernRequest, discover_result, status_of, validate
+from executor_mcp.protocol.mcp import DISCOVER_METHOD
+from executor_mcp.protocol.modern import ModernRequest, discover_result, status_of, validate
+from executor_mcp.sessions.lifecycle import workspace_refusal
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
-from executor_mcp.sessions.streams import Call, Stream
+from executor_mcp.sessions.streams import Stream
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.toolserver.modern import ModernCalls
 from executor_mcp.transport import headers as rules
@@ -33,7 +36,7 @@ from executor_mcp.transport.sse import KEEPALIVE, message_event
 
 # How long an answer may take and still go out as JSON (as the official Python SDK server waits).
 COMMIT_SECONDS = 15.0
-KEEPALIVE_SECONDS = 15.0
+STREAM_KEEPALIVE_SECONDS = 15.0  # as the Python SDK; 2025 streams use theirs (`streaming.py`)
 _STREAM_HEADERS = {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -56,13 +59,15 @@ class ModernEndpoint:
             modern = validate(exchange.headers, exchange.headers.repeated, message)
         except RpcError as exc:
             return _error(message.id, exc.code, exc.message, exc.data)
-        if message.method == DISCOVER:
+        if message.method == DISCOVER_METHOD:
             return _json(encode(Response(id=message.id, result=discover_result())))
         try:
             session = await self._manager.workspace(principal, self._resource, *session_modes(exchange))
             return await self._call(session, modern)
         except Refused as refused:
-            raise _in_this_era(refused) from None
+            raise Refused(
+                workspace_refusal(refused.refusal), challenge=refused.challenge, request_id=message.id, **refused.params
+            ) from None
 
     async def _call(self, session: Session, modern: ModernRequest) -> Answer:
         stream = session.open_stream(1, None)
@@ -75,7 +80,9 @@ class ModernEndpoint:
             session.abandon([call])  # the client left: the call is cancelled
             raise
         if not stream.finished:
-            return Answer(200, _events(session, stream, call), dict(_STREAM_HEADERS))
+            # Abandoned once the exchange is over however it ended (a no-op for a call already answered).
+            over = functools.partial(session.abandon, [call])
+            return Answer(200, _events(stream), dict(_STREAM_HEADERS), over=over)
         session.abandon([call])
         if stream.refused is not None:
             raise stream.refused
@@ -84,35 +91,25 @@ class ModernEndpoint:
         return Answer(status, answer.payload, {"Content-Type": rules.JSON})
 
 
-async def _events(session: Session, stream: Stream, call: Call):
+async def _events(stream: Stream):
     """A long call's answer as an event stream: keep-alive comments while it runs, then its messages, with no
-    event ids. The client leaving (the generator closed early) cancels the call."""
-    cursor, complete = 0, False
-    try:
-        while True:
-            events = None
-            with trio.move_on_after(KEEPALIVE_SECONDS):
-                events = await stream.read(cursor)
-            if events is None:
-                yield KEEPALIVE
-                continue
-            if not events:
-                break
-            cursor = events[-1].seq
-            frames = b"".join(message_event(event.payload) for event in events)
-            if stream.finished:
-                yield LastChunk(frames)
-                break
-            yield frames
-        complete = True
-    finally:
-        if not complete:
-            session.abandon([call])
-
-
-def _in_this_era(refused: Refused) -> Refused:
-    """2026 reserves 404 for `-32601`: a refusal that would say the session is gone says to retry instead."""
-    return Refused(Refusal.WORKSPACE_ENDED) if refused.envelope.status == 404 else refused
+    event ids. The client leaving ends the exchange, which abandons the call (`Answer.over`)."""
+    cursor = 0
+    while True:
+        events = None
+        with trio.move_on_after(STREAM_KEEPALIVE_SECONDS):
+            events = await stream.read(cursor)
+        if events is None:
+            yield KEEPALIVE
+            continue
+        if not events:
+            return
+        cursor = events[-1].seq
+        frames = b"".join(message_event(event.payload) for event in events)
+        if stream.finished:
+            yield LastChunk(frames)
+            return
+        yield frames
 
 
 def session_modes(exchange: Exchange) -> tuple[str, str]:
