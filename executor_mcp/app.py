@@ -12,6 +12,7 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
@@ -40,9 +41,11 @@ from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import executor_tools
 from executor_mcp.toolserver.modern import ModernCalls
 from executor_mcp.toolserver.registry import ToolFactory
+from executor_mcp.transport.asgi import AsgiApp
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
 from executor_mcp.transport.endpoint import create_app
+from executor_mcp.transport.stdio import Pipe, StdioBridge
 from executor_mcp.web.console import Console
 
 log = logging.getLogger(__name__)
@@ -107,6 +110,18 @@ def _hypercorn_config(settings: Settings) -> Config:
     return config
 
 
+# What carries requests to the app until the shutdown trigger returns; it reports the URLs it serves on.
+Front = Callable[..., Awaitable[None]]
+
+
+async def _hypercorn_front(
+    settings: Settings, app: AsgiApp, shutdown_trigger: Callable[[], Awaitable[None]], *, task_status
+) -> None:
+    await hypercorn.trio.serve(
+        app, _hypercorn_config(settings), shutdown_trigger=shutdown_trigger, task_status=task_status
+    )
+
+
 def ensure_safe_bind(settings: Settings) -> None:
     if settings.auth == "none" and not settings.loopback:
         raise UnsafeBind(
@@ -160,10 +175,12 @@ async def serve(
     *,
     tools: ToolFactory | None = None,
     handoffs: HandoffBook | None = None,
+    front: Front | None = None,
     task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until `Running.stop` is set. `handoffs` is the book of connect links (tests pass one with their
-    own clock; the server's is in memory, so a restart voids pending links)."""
+    own clock; the server's is in memory, so a restart voids pending links). `front` is what carries requests
+    to the app: hypercorn on `--host`/`--port` unless another is given (`executor-mcp stdio`'s)."""
     ensure_safe_bind(settings)
     raise_descriptor_limit()
     pin_malloc_mmap_threshold()
@@ -171,7 +188,8 @@ async def serve(
     try:
         async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
             book = HandoffBook() if handoffs is None else handoffs
-            await _serve(settings, control, http_client, integrations, tools, book, task_status)
+            front = front or partial(_hypercorn_front, settings)
+            await _serve(settings, control, http_client, integrations, tools, book, front, task_status)
     finally:
         with trio.CancelScope(shield=True):
             await control.close()
@@ -184,6 +202,7 @@ async def _serve(
     integrations: Integrations,
     tools: ToolFactory | None,
     handoffs: HandoffBook,
+    front: Front,
     task_status: trio.TaskStatus[Running],
 ) -> None:
     pool = WorkerPool(max_workers=settings.sandbox_workers)
@@ -260,9 +279,7 @@ async def _serve(
         root.start_soon(integrations.refresh_stale)
 
         async def http(task_status: trio.TaskStatus[list[str]]) -> None:
-            await hypercorn.trio.serve(
-                app, _hypercorn_config(settings), shutdown_trigger=shutdown_trigger, task_status=task_status
-            )
+            await front(app, shutdown_trigger, task_status=task_status)
             root.cancel_scope.cancel()
 
         binds = await root.start(http)
@@ -281,3 +298,28 @@ async def serve_until_signalled(settings: Settings) -> None:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 running.stop.set()
                 break
+
+
+async def serve_stdio(settings: Settings, query: bytes) -> None:
+    """`executor-mcp stdio`: one client on standard input and output (`transport/stdio.py`), until its input
+    ends or a signal comes; then the same shutdown as `serve`'s. Nothing listens, and the principal is the local
+    one: whoever can start the process already holds its data dir."""
+    bridge = StdioBridge(Pipe(), query)
+    local = attrs.evolve(settings, auth="none", host="127.0.0.1", allowed_origin=(), allowed_host=())
+    async with trio.open_nursery() as nursery:
+        running: Running = await nursery.start(partial(serve, local, front=bridge.front))
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as watching:
+
+                async def input_ended() -> None:
+                    await bridge.ended.wait()
+                    watching.cancel_scope.cancel()
+
+                async def signalled() -> None:
+                    async for signum in signals:
+                        log.info("received %s, shutting down", signal.Signals(signum).name)
+                        watching.cancel_scope.cancel()
+
+                watching.start_soon(input_ended)
+                watching.start_soon(signalled)
+        running.stop.set()

@@ -3,6 +3,7 @@
 import argparse
 import logging
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -11,6 +12,7 @@ import trio
 
 from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.web.signin import LINK_SECONDS
 
 _DATA_OPTIONS = {"data_dir", "log_level"}
@@ -52,6 +54,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"executor-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_options(commands.add_parser("serve", help="run the MCP server"))
+    stdio = commands.add_parser(
+        "stdio",
+        help="serve one MCP client on standard input and output (for desktop clients that start the server)",
+        description="Serve one MCP client over stdio, against the data dir and its catalog, as the local user.",
+    )
+    stdio.add_argument(
+        "--elicitation-mode",
+        choices=ELICITATION_MODES,
+        default=MODEL_ELICITATION,
+        help="how approvals are asked: model (the agent calls resume), native (the client asks its user), "
+        "browser (a link to the approvals page)",
+    )
+    stdio.add_argument(
+        "--mode", choices=(EXECUTE_MODE, PASSTHROUGH_MODE), default=EXECUTE_MODE, help="the tools offered"
+    )
+    _add_options(stdio)
 
     orgs = commands.add_parser("orgs", help="list, revoke or restore organizations")
     org_actions = orgs.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -264,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "serve":
         return _serve(settings)
+    if args.command == "stdio":
+        return _serve_stdio(settings, args.elicitation_mode, args.mode)
     return trio.run(_admin(args, settings))
 
 
@@ -399,6 +419,21 @@ def _serve(settings: Settings) -> int:
     if failure is not None:
         print(f"executor-mcp: error: {failure}", file=sys.stderr)
         return status
+    return 0
+
+
+def _serve_stdio(settings: Settings, elicitation_mode: str, mode: str) -> int:
+    from executor_mcp.app import serve_stdio
+
+    query = urllib.parse.urlencode({"elicitation_mode": elicitation_mode, "mode": mode}).encode()
+    failure: str | None = None
+    try:
+        trio.run(serve_stdio, settings, query)
+    except* ConfigError as group:
+        failure = str(_first_leaf(group))
+    if failure is not None:
+        print(f"executor-mcp: error: {failure}", file=sys.stderr)
+        return 2
     return 0
 
 
