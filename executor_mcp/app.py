@@ -36,7 +36,9 @@ from executor_mcp.policies.service import Policies
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.lifecycle import IdlePolicy
 from executor_mcp.sessions.manager import SessionManager
+from executor_mcp.storage import ownership
 from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.ownership import DataDirInUse
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import executor_tools
 from executor_mcp.toolserver.modern import ModernCalls
@@ -184,15 +186,22 @@ async def serve(
     ensure_safe_bind(settings)
     raise_descriptor_limit()
     pin_malloc_mmap_threshold()
-    control = await ControlPlane.open(settings.data_dir)
     try:
-        async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
-            book = HandoffBook() if handoffs is None else handoffs
-            front = front or partial(_hypercorn_front, settings)
-            await _serve(settings, control, http_client, integrations, tools, book, front, task_status)
+        held = ownership.acquire(settings.data_dir)
+    except DataDirInUse as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        control = await ControlPlane.open(settings.data_dir)
+        try:
+            async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
+                book = HandoffBook() if handoffs is None else handoffs
+                front = front or partial(_hypercorn_front, settings)
+                await _serve(settings, control, http_client, integrations, tools, book, front, task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await control.close()
     finally:
-        with trio.CancelScope(shield=True):
-            await control.close()
+        held.release()
 
 
 async def _serve(

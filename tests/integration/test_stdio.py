@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from executor_mcp.protocol.errors import MAX_BODY_BYTES
-from tests.process import command, run_cli
+from tests.process import command, run_cli, server_process
 from tests.sdk import PRODUCT_TOOLS, execution_id, text_of
 
 GATED = "executor.coreTools.policies.list"
@@ -128,3 +128,22 @@ async def test_stdio_logs_only_to_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert done.stderr  # it did log, there
     assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1]
+
+
+async def test_one_server_per_data_dir(tmp_path: Path) -> None:
+    """A stdio server (or a second `serve`) refuses a data dir a running server holds, naming its pid; it is
+    free again once that server has stopped."""
+    async with server_process(tmp_path) as running:
+        for refused in (
+            await run_cli("stdio", "--data-dir", str(tmp_path)),
+            await run_cli("serve", "--port", "0", "--data-dir", str(tmp_path)),
+        ):
+            assert refused.returncode == 2
+            assert f"in use by another executor-mcp server (pid {running.process.pid})" in refused.stderr.decode()
+        running.terminate()
+        assert await running.wait() == 0
+    with trio.fail_after(BOUND):
+        done = await trio.run_process(
+            command("stdio", "--data-dir", str(tmp_path)), stdin=_initialize(1) + b"\n", capture_stdout=True
+        )
+    assert json.loads(done.stdout)["id"] == 1
