@@ -12,7 +12,8 @@ import pytest
 import trio
 
 from executor_mcp.transport import modern as modern_transport
-from tests.conftest import ServerUnderTest, start_server
+from tests.auth_support import mint
+from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.integration.test_passthrough import GET_ORDER
 from tests.integration.test_passthrough import orders as orders
 from tests.integration.test_passthrough import upstream as upstream
@@ -98,6 +99,27 @@ async def execute(http: httpx.AsyncClient, url: str, code: str, request_id: Any 
 
 
 # -- the ladder, row by row ----------------------------------------------------------------------------
+
+
+async def test_row_1_a_foreign_origin(executor: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    answer = await send(http, executor.url, body(1, "tools/list"), origin="http://evil.example")
+    assert envelope(answer)[0] == 403
+
+
+async def test_row_2_a_request_with_no_bearer(
+    nursery: trio.Nursery, data_dir: Path, tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    server = await jwt_server(nursery, data_dir, tmp_path)
+    answer = await send(http, server.url, body(2, "tools/list"))
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"].startswith("Bearer ")
+    served = await send(http, server.url, body(2, "tools/list"), authorization=f"Bearer {mint()}")
+    assert result_of(served, 2)["resultType"] == "complete"
+
+
+async def test_row_3_accept_must_list_both_media_types(executor: ServerUnderTest, http: httpx.AsyncClient) -> None:
+    answer = await send(http, executor.url, body(3, "tools/list"), accept="application/json")
+    assert envelope(answer)[0] == 406
 
 
 async def test_row_4_a_body_that_is_not_json(executor: ServerUnderTest, http: httpx.AsyncClient) -> None:
