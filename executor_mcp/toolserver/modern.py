@@ -85,7 +85,10 @@ class ModernCalls:
                     {"requiredCapabilities": FORM_ELICITATION},
                 )
             result = await entry.handler(params.arguments, context)
-        return self._shaped(result, server.meta.owner, params) if native else complete(result)
+        # Only a client that declared form elicitation on this very request may be sent a question; any other
+        # (a `resume`, which needs no capability, or a retry that dropped it) gets the pause worded for a model.
+        asks = native and declares_form_elicitation(capabilities)
+        return self._shaped(result, server.meta.owner, params) if asks else complete(result)
 
     async def _answered(
         self, server: ToolServer, params: CallToolParams, raw: JsonObject, context: ToolContext
