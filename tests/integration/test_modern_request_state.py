@@ -212,3 +212,29 @@ def _b64(raw: bytes) -> str:
 
 def _unpadded_b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@pytest.mark.parametrize("capabilities", [{}, FORM], ids=["no elicitation", "form elicitation"])
+async def test_a_resume_is_asked_a_question_only_if_its_request_can_be(
+    executor: ServerUnderTest, http: httpx.AsyncClient, capabilities: dict[str, Any]
+) -> None:
+    """`resume` needs no capability in native mode (decision 407), so its next pause is sent as a question only
+    to a request that declared form elicitation; any other hears it worded for a model, and resumes it so."""
+    url = executor.url + NATIVE
+    await asked(http, url, CREATE.removeprefix("return ") + "; " + CREATE.replace("github.*", "gitlab.*"))
+    (pending,) = (await http.get(executor.running.url + "/api/approvals")).json()
+    arguments = {"executionId": pending["executionId"], "action": "accept"}
+    message = call_body("r", "resume", arguments, capabilities=capabilities)
+    result = result_of(await send(http, url, message), "r")
+    if capabilities:
+        assert result["resultType"] == "input_required"
+        message["params"].update(requestState=result["requestState"], inputResponses=ACCEPT)
+    else:
+        assert result["resultType"] == "complete"
+        assert result["structuredContent"]["status"] == "waiting_for_interaction"
+        second = {"executionId": result["structuredContent"]["executionId"], "action": "accept"}
+        message = call_body("r", "resume", second)
+    done = result_of(await send(http, url, message), "r")
+    assert done["resultType"] == "complete"
+    assert done["structuredContent"]["result"]["ok"] is True
+    assert len(await _policies(http, executor.url, {})) == 2
