@@ -238,3 +238,19 @@ async def test_a_resume_is_asked_a_question_only_if_its_request_can_be(
     assert done["resultType"] == "complete"
     assert done["structuredContent"]["result"]["ok"] is True
     assert len(await _policies(http, executor.url, {})) == 2
+
+
+async def test_a_state_outlives_a_restart(
+    nursery: trio.Nursery, data_dir: Path, upstream: Upstream, http: httpx.AsyncClient
+) -> None:
+    """Its key is the control plane's and its pause is durable: the next process honours it, once."""
+    first = await start_server(nursery, data_dir, allow_local_network=True)
+    await add_orders(http, first, upstream)
+    await add_policy(http, first, GET_ORDER, "require_approval")
+    state = await asked(http, first.url + NATIVE)
+    await first.stop()
+    second = await start_server(nursery, data_dir, allow_local_network=True)
+    url = second.url + NATIVE
+    shipped(result_of(await call(http, url, "after", ORDER, requestState=state, inputResponses=ACCEPT), "after"))
+    shipped(result_of(await call(http, url, "again", ORDER, requestState=state, inputResponses=ACCEPT), "again"))
+    assert len(upstream.calls("/orders")) == 1
