@@ -1,7 +1,6 @@
 """The `executor-mcp` command line: `serve`, and admin commands that work on a data dir."""
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -11,6 +10,7 @@ import trio
 
 from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+from executor_mcp.observability.logs import configure_logging
 from executor_mcp.web.signin import LINK_SECONDS
 
 _DATA_OPTIONS = {"data_dir", "log_level"}
@@ -259,9 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "serve":
         return _serve(settings)
     return trio.run(_admin(args, settings))
