@@ -12,6 +12,7 @@ No label ever holds a session id, account, organization, tool path or argument.
 """
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -128,6 +129,8 @@ class Metrics:
             buckets=EXECUTION_BUCKETS,
             registry=self.registry,
         )
+        # Every request counts: its counter found by the raw values, without re-deriving and locking each time.
+        self._request_children: dict[tuple[str, str | None, int], Any] = {}
         self._integrations = BoundedLabel(MAX_INTEGRATIONS)
         self._outcomes = BoundedLabel(MAX_OUTCOMES)
         self._snapshot: Snapshot | None = None
@@ -135,7 +138,14 @@ class Metrics:
         ProcessCollector(namespace=PREFIX, registry=self.registry)
 
     def count_request(self, http_method: str, rpc_method: str | None, status: int) -> None:
-        self._requests.labels(http_method_label(http_method), rpc_method_label(rpc_method), status_label(status)).inc()
+        key = (http_method, rpc_method, status)
+        child = self._request_children.get(key)
+        if child is None:
+            labels = (http_method_label(http_method), rpc_method_label(rpc_method), status_label(status))
+            child = self._requests.labels(*labels)
+            if OTHER not in labels:  # only known values are kept, so the cache is as bounded as the labels
+                self._request_children[key] = child
+        child.inc()
 
     def count_tool_call(self, integration: str, outcome: str) -> None:
         """One tool call of sandboxed code: `integration` is its slug (`executor` for the built-in tools),

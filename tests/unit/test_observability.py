@@ -279,3 +279,15 @@ def test_the_pool_is_ready_with_a_worker_or_a_zygote() -> None:
     assert pool_verdict(stats) != "ok"
     assert pool_verdict(PoolStats(started=1, forked=0, idle=1, in_use=0, starting=0, zygote_ready=False)) == "ok"
     assert pool_verdict(PoolStats(started=0, forked=0, idle=0, in_use=0, starting=0, zygote_ready=True)) == "ok"
+
+
+def test_unknown_request_values_count_as_other_and_are_not_cached() -> None:
+    metrics = Metrics()
+    for index in range(100):
+        metrics.count_request(f"M{index}", "tools/call", 200)
+    metrics.count_request("POST", "tools/call", 200)
+    metrics.count_request("POST", "tools/call", 200)
+    assert len(metrics._request_children) == 1
+    requests = _families(metrics.render(SNAPSHOT))["executor_mcp_http_requests"]
+    totals = {s.labels["method"]: s.value for s in requests.samples if s.name.endswith("_total")}
+    assert totals == {OTHER: 100, "POST": 2}
