@@ -30,8 +30,10 @@ from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.runs import Book
 from executor_mcp.integrations.assembly import open_integrations
-from executor_mcp.integrations.handoff import HandoffBook, Handoffs
+from executor_mcp.integrations.handoff import CONNECT_PATH, HandoffBook, Handoffs
 from executor_mcp.integrations.service import Integrations
+from executor_mcp.observability.health import Health
+from executor_mcp.observability.metrics import Metrics
 from executor_mcp.policies.service import Policies
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.lifecycle import IdlePolicy
@@ -47,8 +49,9 @@ from executor_mcp.transport.asgi import AsgiApp
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
 from executor_mcp.transport.endpoint import create_app
+from executor_mcp.transport.observed import NotedAuthenticator, Observed, Operations
 from executor_mcp.transport.stdio import Pipe, StdioBridge
-from executor_mcp.web.console import Console
+from executor_mcp.web.console import LINK_PATH, Console
 
 log = logging.getLogger(__name__)
 
@@ -142,14 +145,15 @@ def executions_per_account(settings: Settings, pool: WorkerPool) -> int:
     return DEFAULT_EXECUTIONS_PER_ACCOUNT if settings.auth != "none" else pool.most_one_account_holds
 
 
-async def read_secret(path: Path) -> bytes:
-    """The HS256 key: the file's bytes, surrounding whitespace trimmed (PRODUCT decision 2)."""
+async def read_secret(path: Path, option: str = "--jwt-secret-file") -> bytes:
+    """The HS256 key (or another secret file's): the file's bytes, surrounding whitespace trimmed (PRODUCT
+    decision 2)."""
     try:
         secret = (await trio.Path(path).read_bytes()).strip()
     except OSError as exc:
-        raise ConfigError(f"cannot read --jwt-secret-file {path}: {exc.strerror}") from None
+        raise ConfigError(f"cannot read {option} {path}: {exc.strerror}") from None
     if not secret:
-        raise ConfigError(f"--jwt-secret-file {path} is empty")
+        raise ConfigError(f"{option} {path} is empty")
     return secret
 
 
@@ -215,6 +219,7 @@ async def _serve(
     task_status: trio.TaskStatus[Running],
 ) -> None:
     pool = WorkerPool(max_workers=settings.sandbox_workers)
+    metrics = Metrics()
     limits = Limits(
         timeout=settings.execution_timeout,
         cpu=settings.execution_cpu_limit,
@@ -230,7 +235,7 @@ async def _serve(
     # One book of pauses: the MCP tools open and resume them, the console's approvals pages answer them.
     book = Book(approval_window=settings.approval_window)
     catalog_tools = executor_tools(
-        Engine(pool, limits),
+        Engine(pool, limits, metrics.observe_execution),
         catalog,
         policies,
         book,
@@ -261,9 +266,18 @@ async def _serve(
     console = Console(
         control, console_key, authenticator if isinstance(authenticator, BearerAuth) else None, browser, public
     )
-    app = create_app(
+    metrics_token = None
+    if settings.metrics_token_file is not None:
+        metrics_token = await read_secret(settings.metrics_token_file, "--metrics-token-file")
+    operations = Operations(
+        Health(settings.data_dir, control, manager, book, pool),
+        metrics,
+        metrics_open=settings.auth == "none",
+        metrics_token=metrics_token,
+    )
+    edge = create_app(
         manager,
-        authenticator,
+        NotedAuthenticator(authenticator),
         public,
         policies,
         settings.authorization_server,
@@ -274,7 +288,9 @@ async def _serve(
         catalog=catalog,
         approvals=book,
         modern_calls=ModernCalls(book, await control.request_state_key()),
+        operations=operations,
     )
+    app = Observed(edge, metrics, secret_paths=(CONNECT_PATH, LINK_PATH))
     stop = trio.Event()
 
     async def shutdown_trigger() -> None:

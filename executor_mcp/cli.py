@@ -1,7 +1,6 @@
 """The `executor-mcp` command line: `serve`, and admin commands that work on a data dir."""
 
 import argparse
-import logging
 import sys
 import urllib.parse
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ import trio
 
 from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+from executor_mcp.observability.logs import configure_logging
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.web.signin import LINK_SECONDS
 
@@ -277,9 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "serve":
         return _serve(settings)
     if args.command == "stdio":

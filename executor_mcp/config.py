@@ -46,6 +46,8 @@ class Settings:
     data_dir: Path = attrs.field(factory=default_data_dir)
     shutdown_grace: float = 10.0
     log_level: str = "info"
+    log_format: str = "text"
+    metrics_token_file: Path | None = None
     execution_timeout: float = 300.0
     execution_cpu_limit: float = 60.0
     execution_memory_limit: int = 64
@@ -207,6 +209,12 @@ def _log_level(text: str) -> str:
     return text.lower()
 
 
+def _log_format(text: str) -> str:
+    if text.lower() not in {"text", "json"}:
+        raise ValueError("must be text or json")
+    return text.lower()
+
+
 @attrs.frozen
 class Option:
     name: str
@@ -230,6 +238,13 @@ OPTIONS = (
     Option("data_dir", Path, "where session files and the control plane live (default: user data dir)"),
     Option("shutdown_grace", _seconds, "seconds in-flight requests get to finish on shutdown (default 10)"),
     Option("log_level", _log_level, "debug, info, warning or error (default info)"),
+    Option("log_format", _log_format, "text, or json: one object per line with the request's context (default text)"),
+    Option(
+        "metrics_token_file",
+        Path,
+        "file holding the bearer token /metrics requires (surrounding whitespace trimmed); needed for /metrics "
+        "with --auth jwt (default: /metrics open with --auth none)",
+    ),
     Option(
         "execution_timeout",
         _positive_seconds,
@@ -376,7 +391,7 @@ def _parse(option: Option, source: str, raw: object) -> Any:
         raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
 
 
-_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "secrets_dir"})
+_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "metrics_token_file", "secrets_dir"})
 
 
 def _read_toml(path: Path) -> dict[str, object]:

@@ -4,7 +4,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -37,9 +37,14 @@ def command(*args: str) -> list[str]:
 
 
 @asynccontextmanager
-async def server_process(data_dir: Path, *extra: str) -> AsyncIterator[ServerProcess]:
+async def server_process(
+    data_dir: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+) -> AsyncIterator[ServerProcess]:
+    """`preexec_fn` runs in the child before it executes the server (to drop privileges, say)."""
     process = await trio.lowlevel.open_process(
-        command("serve", "--port", "0", "--data-dir", str(data_dir), *extra), stderr=subprocess.PIPE
+        command("serve", "--port", "0", "--data-dir", str(data_dir), *extra),
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec_fn,
     )
     assert process.stderr is not None
     stderr = bytearray()

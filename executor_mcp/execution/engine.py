@@ -132,10 +132,15 @@ class ToolCall:
 Invoke = Callable[[ToolCall, Any], Awaitable[Any]]
 
 
+# Told each execution's seconds from start to end and whether it ended well (the metrics' histogram).
+Observe = Callable[[float, bool], None]
+
+
 class Engine:
-    def __init__(self, pool: WorkerPool, limits: Limits) -> None:
+    def __init__(self, pool: WorkerPool, limits: Limits, observe: Observe | None = None) -> None:
         self._pool = pool
         self.limits = limits
+        self._observe = observe
 
     def head(self, code: str, mode: str = "") -> Head:
         """A new execution of `code` under this engine's limits, with its own seed and time origin."""
@@ -153,7 +158,11 @@ class Engine:
     ) -> Outcome:
         """Run the execution `head` starts; with a `keeper`, journalled, and rebuilt first from its journal if
         that holds steps already (an execution revived after a restart)."""
-        return await _Run(self._pool, head, invoke, account, keeper).drive()
+        started = time.perf_counter()
+        outcome = await _Run(self._pool, head, invoke, account, keeper).drive()
+        if self._observe is not None:
+            self._observe(time.perf_counter() - started, outcome.ok)
+        return outcome
 
 
 @attrs.define

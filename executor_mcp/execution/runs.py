@@ -52,6 +52,7 @@ from executor_mcp.execution.results import (
     settled_result,
     ttl_words,
 )
+from executor_mcp.observability.logs import note, safe_id
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.context import Interaction, refuse_unless_accepted
 
@@ -174,7 +175,13 @@ class Book:
         self._memories: OrderedDict[Owner, _Memory] = OrderedDict()
         self.restarting = False
 
+    @property
+    def live_count(self) -> int:
+        """Pauses waiting for their answer, of every owner: for the metrics."""
+        return len(self._live)
+
     def open(self, pause: Pause) -> None:
+        note(execution_id=pause.id)  # the request the execution paused in logs which it was
         self._live[pause.id] = pause
         self._live_by_owner.setdefault(pause.owner, {})[pause.id] = pause
 
@@ -224,6 +231,7 @@ class Book:
         """The answer to a resume: what answering led to, or why there is nothing to resume. With `answer`
         None (browser mode) the caller only waits for someone else's answer; that wait ends with the
         approval window, when the run expires the pause it holds."""
+        note(execution_id=safe_id(execution_id))
         pause = self._live.get(execution_id)
         if pause is not None:
             if not owner.may_act_on(pause.owner):

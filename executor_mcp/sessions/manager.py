@@ -12,6 +12,7 @@ import functools
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ import trio
 
 from executor_mcp.background import forever, once
 from executor_mcp.codec import JsonObject, json_mac
+from executor_mcp.observability.logs import outside_request
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.protocol.modern import MODERN_VERSION
@@ -298,6 +300,11 @@ class SessionManager:
             for session in ending:
                 await session.stopped.wait()
 
+    def state_counts(self) -> Counter[State]:
+        """How many session handles this process holds in each lifecycle state, for the metrics (a listing's
+        peek at a stored session is not one)."""
+        return Counter(session.state for session in self._sessions.values() if not session.peeking)
+
     # -- internals ----------------------------------------------------------------------------------
 
     def _refuse_if_draining(self) -> None:
@@ -336,7 +343,9 @@ class SessionManager:
         if self._nursery is None:
             raise RuntimeError("the session manager is not running")
         session.spawned = True
-        self._nursery.start_soon(self._run, session, opened, name=f"session {session.id[:12]}")
+        # The runtime outlives the request that starts it: its own log lines are not that request's.
+        start = functools.partial(self._nursery.start_soon, name=f"session {session.id[:12]}")
+        outside_request(start, self._run, session, opened)
 
     async def _run(self, session: Session, opened: Opened | None) -> None:
         """The session's runtime, from restore to exit. Never raises: a crash here would end the server."""

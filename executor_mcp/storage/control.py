@@ -243,6 +243,10 @@ class ControlPlane(CatalogStore):
 
         return await self._env.read(_all)
 
+    async def session_count(self) -> int:
+        """How many sessions the directory holds, from LMDB's own count (no scan): for the metrics."""
+        return await self._env.read_now(lambda txn: txn.stat(self._sessions)["entries"])
+
     async def session_ids(self) -> set[str]:
         """The ids the directory names, readable record or not: what start-up recovery compares files to."""
 

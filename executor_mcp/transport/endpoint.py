@@ -28,6 +28,8 @@ from executor_mcp.codec import dumps
 from executor_mcp.execution.runs import Book
 from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.service import Integrations
+from executor_mcp.observability.logs import note
+from executor_mcp.observability.metrics import rpc_method_of
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (
     BODY_TIMEOUT_SECONDS,
@@ -73,6 +75,7 @@ from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
 from executor_mcp.transport.modern import ModernEndpoint, session_modes
+from executor_mcp.transport.observed import Operations
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
@@ -152,6 +155,7 @@ class McpEndpoint:
             raise Refused(Refusal.INVALID_JSON) from None
         except InvalidMessage:
             raise Refused(Refusal.INVALID_MESSAGE) from None
+        note(jsonrpc_method=rpc_method_of(messages, batch))
         if is_modern(headers, messages, batch):
             return await self._modern.post(exchange, principal, messages, batch)
         requests = [m for m in messages if isinstance(m, Request)]
@@ -359,6 +363,7 @@ def create_app(
     approvals: Book | None = None,
     *,
     modern_calls: ModernCalls,
+    operations: Operations | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none` Origin/Host guard
     (off by default, as with bearers). Without `integrations`, the integrations API's routes are absent; without
@@ -366,7 +371,7 @@ def create_app(
     console (and `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
     those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
-    `modern_calls` serves the 2026 requests' tool calls."""
+    `modern_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -390,6 +395,8 @@ def create_app(
     for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
     SessionsApi(manager, api_auth).register(app)
+    if operations is not None:
+        operations.register(app)
     api = PoliciesApi(policies, api_auth, catalog)
     app.add_url_rule(
         API_PREFIX + "/policies",

@@ -1,0 +1,1 @@
+"""Health, metrics and logs: what a deployed server says about itself."""
