@@ -53,6 +53,7 @@ async def test_the_built_binary_serves_and_stops_cleanly(tmp_path: Path) -> None
             response = await http.post(
                 match.group(1).decode(), content=json.dumps(initialize_body()), headers=headers()
             )
+            assert (await http.get(match.group(1).decode().removesuffix("/mcp") + "/readyz")).status_code == 200
         assert response.status_code == 200
         assert response.json()["result"]["serverInfo"]["name"] == "executor"
         assert len(response.headers["mcp-session-id"]) == 64
@@ -63,3 +64,23 @@ async def test_the_built_binary_serves_and_stops_cleanly(tmp_path: Path) -> None
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+    # The same binary as a desktop client starts it: one session on its pipes, code run in its sandbox.
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": "2+2"}},
+    }
+    lines = [json.dumps(initialize_body()), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
+    with trio.fail_after(60):
+        stdio = await trio.run_process(
+            [str(binary), "stdio", "--data-dir", str(tmp_path / "data")],
+            stdin=("\n".join([*lines, json.dumps(call)]) + "\n").encode(),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert stdio.returncode == 0, stdio.stderr.decode(errors="replace")[-3000:]
+    answers = {answer["id"]: answer for answer in map(json.loads, stdio.stdout.splitlines())}
+    assert answers[2]["result"]["structuredContent"] == {"status": "completed", "result": 4, "logs": []}
