@@ -70,7 +70,7 @@ async def test_the_built_binary_serves_and_stops_cleanly(tmp_path: Path) -> None
         "jsonrpc": "2.0",
         "id": 2,
         "method": "tools/call",
-        "params": {"name": "execute", "arguments": {"code": "2+2"}},
+        "params": {"name": "execute", "arguments": {"code": "return 2 + 2"}},
     }
     lines = [json.dumps(initialize_body()), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
     with trio.fail_after(60):
