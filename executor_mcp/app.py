@@ -22,6 +22,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
+from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
 from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Settings
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 RUNNING_LEASE = 1800.0
 # Connections still open after the sessions drained (idle keep-alives) get this long before they close.
 HTTP_GRACE_SECONDS = 2.0
+# What a shutdown gives the audit log's writer to put down the records still queued.
+AUDIT_DRAIN_SECONDS = 5.0
 
 
 class UnsafeBind(Exception):
@@ -229,6 +232,7 @@ async def _serve(
         journal=settings.execution_journal_limit * 1024 * 1024,
     )
     policies = Policies(control)
+    audit = AuditTrail(control, settings.audit_retention)
     public = PublicUrl(settings.public_url or "")
     links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
     catalog = build_catalog(integrations, links)
@@ -241,6 +245,7 @@ async def _serve(
         book,
         Admission(executions_per_account(settings, pool)),
         lambda: public.value,
+        audit.record,
     )
     idle = IdlePolicy(
         session_timeout=settings.session_timeout,
@@ -300,11 +305,13 @@ async def _serve(
 
     async with trio.open_nursery() as root:
         await root.start(pool.run)
+        await root.start(audit.run)
         await root.start(manager.run)
         root.start_soon(integrations.refresh_stale)
 
         async def http(task_status: trio.TaskStatus[list[str]]) -> None:
             await front(app, shutdown_trigger, task_status=task_status)
+            await audit.drained(AUDIT_DRAIN_SECONDS)  # the records of what the drain answered, before the store closes
             root.cancel_scope.cancel()
 
         binds = await root.start(http)

@@ -61,6 +61,7 @@ class Settings:
     paused_session_idle_timeout: float = 540.0
     max_sessions_per_user: int = 256
     session_retention: float = 30 * 24 * 3600.0
+    audit_retention: float = 30 * 24 * 3600.0
     auth: str = "none"
     public_url: str | None = None
     jwt_secret_file: Path | None = None
@@ -276,6 +277,7 @@ OPTIONS = (
     ),
     Option("max_sessions_per_user", _positive_int, "sessions per account; one more evicts the oldest (default 256)"),
     Option("session_retention", _positive_seconds, "idle seconds before a stored session is wiped (default 30 days)"),
+    Option("audit_retention", _positive_seconds, "seconds an audit record is kept (default 30 days)"),
     Option("auth", _auth, "none (loopback only, one implicit local principal) or jwt (default none)"),
     Option("public_url", _url, "the URL clients reach this server at (default http://HOST:PORT of the bind)"),
     Option("jwt_secret_file", Path, "file holding the HS256 key (surrounding whitespace trimmed)"),

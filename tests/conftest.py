@@ -17,7 +17,7 @@ from executor_mcp.config import Settings
 from executor_mcp.integrations.handoff import HandoffBook
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.tools.context import CallContext, Interaction
+from executor_mcp.tools.context import Approval, CallContext, Interaction
 from executor_mcp.toolserver.registry import ToolFactory
 from tests.auth_support import SECRET as AUTH_SECRET
 from tests.sdk import connect
@@ -104,7 +104,7 @@ async def control(tmp_path: Path) -> AsyncIterator[ControlPlane]:
 def context(control: ControlPlane) -> CallContext:
     """A tool-call context for the local principal, with real (empty) policies and a gate that approves."""
 
-    async def approve(_: Interaction) -> None:
-        return None
+    async def approve(_: Interaction) -> Approval:
+        return Approval("accept", "tests")
 
     return CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control), gate=approve)

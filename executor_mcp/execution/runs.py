@@ -54,7 +54,7 @@ from executor_mcp.execution.results import (
 )
 from executor_mcp.observability.logs import note, safe_id
 from executor_mcp.storage.records import Owner
-from executor_mcp.tools.context import Interaction, refuse_unless_accepted
+from executor_mcp.tools.context import Approval, Interaction, refuse_unless_accepted
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ MAX_LISTED = 100
 
 # Who answered a pause.
 AGENT = "agent"  # the model, with `resume`
+CLIENT = "client"  # the client's user, asked inline (native elicitation)
 CONSOLE = "console"  # a person, on the approvals page
 OUTCOMES = {"accept": "approved", "decline": "declined", "cancel": "cancelled"}
 EXPIRED = "expired"  # nobody answered within the approval window
@@ -515,7 +516,7 @@ class Run:
             self._revived = None
             refuse_unless_accepted(revived.interaction, answer.action)
 
-    async def gate(self, call: ToolCall, interaction: Interaction) -> None:
+    async def gate(self, call: ToolCall, interaction: Interaction) -> Approval:
         """Pause until a human answers; concurrent gated calls of one execution queue here. A call waiting its
         turn waits for a human as much as the one asked, so the worker can be given back meanwhile."""
         await self._mark(GATE, call)
@@ -524,17 +525,16 @@ class Run:
             # Answered before the run took a worker: it queues behind no other call, and a call that reaches
             # the gate before it (the revived calls race there) does not make it be asked again.
             self._revived = None
-            await self._answered(interaction, revived, call)
-            return
+            return await self._answered(interaction, revived, call)
         with call.waiting():
             await self._gate_lock.acquire()
         try:
-            await self._answered(interaction, await self._open(call, interaction), call)
+            return await self._answered(interaction, await self._open(call, interaction), call)
         finally:
             self._gate_lock.release()
 
-    async def _answered(self, interaction: Interaction, pause: Pause, call: ToolCall) -> None:
-        """Wait for `pause`'s answer within its window; return if it lets the call through, else raise."""
+    async def _answered(self, interaction: Interaction, pause: Pause, call: ToolCall) -> Approval:
+        """Wait for `pause`'s answer within its window: the answer, or the execution's end if none came."""
         answer = None
         # Already answered (a revived pause): no wait, so the engine keeps its worker for the call going on.
         waiting = nullcontext() if pause.answer.done else call.waiting()
@@ -550,7 +550,7 @@ class Run:
         assert answer is not None
         if answer.action == "accept":
             await self._mark(PASS, call)
-        refuse_unless_accepted(interaction, answer.action)
+        return Approval(answer.action, answer.by, pause.id)
 
     async def _open(self, call: ToolCall, interaction: Interaction) -> Pause:
         """A new pause, kept durably (with the journal so far) before anyone hears of it, then reported."""
@@ -580,7 +580,7 @@ class Run:
         self._resolving, self.next = pause, pause.resolution
         return pause
 
-    async def ask_inline(self, interaction: Interaction, ask: Callable[[Interaction], Awaitable[str]]) -> None:
+    async def ask_inline(self, interaction: Interaction, ask: Callable[[Interaction], Awaitable[str]]) -> Approval:
         """Native elicitation: `ask` puts the question to the client and returns its action.
 
         The wait follows the approval window like a pause: unanswered in time, the execution ends and
@@ -595,7 +595,7 @@ class Run:
             self.scope.cancel()
             await trio.lowlevel.checkpoint()
         assert action is not None
-        refuse_unless_accepted(interaction, action)
+        return Approval(action, CLIENT)
 
     def _deliver(self, result: JsonObject) -> None:
         if self._resolving is not None:

@@ -76,6 +76,7 @@ class ControlPlane(CatalogStore):
         self._policies = env.database(b"policies-by-owner")
         self._console = env.database(b"console")
         self._console_links = env.database(b"console-links")
+        self._audit = env.database(b"audit")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -314,6 +315,68 @@ class ControlPlane(CatalogStore):
 
     async def api_keys(self) -> list[ApiKeyRecord]:
         return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])
+
+    # -- audit log (keys and records are `audit/model.py`'s; this only stores them) ---------------------
+
+    async def append_audit(self, entries: list[tuple[bytes, bytes]]) -> None:
+        """Add records in one transaction; a key already there is left as it was (append-only)."""
+
+        def _append(txn) -> None:
+            for key, value in entries:
+                txn.put(key, value, db=self._audit, overwrite=False)
+
+        await self._env.write(_append)
+
+    async def audit_newest(
+        self, prefix: bytes, start: bytes, end: bytes, limit: int, admits: Callable[[bytes], bool], scan: int
+    ) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+        """Up to `limit` entries of `prefix` in [start, end), newest first, that `admits`; at most `scan` looked
+        at, so a filter that admits little costs a bounded read. Also the key to page on from (exclusive), or
+        None when the range was read to its start."""
+
+        def _read(txn) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+            found: list[tuple[bytes, bytes]] = []
+            cursor = txn.cursor(db=self._audit)
+            positioned = cursor.prev() if cursor.set_range(end) else cursor.last()
+            looked = 0
+            while positioned:
+                key = bytes(cursor.key())
+                if not key.startswith(prefix) or key < start:
+                    return found, None
+                if looked >= scan or len(found) >= limit:
+                    return found, key + b"\x00"  # the next page begins with this key (keys are of one length)
+                looked += 1
+                value = bytes(cursor.value())
+                if admits(value):
+                    found.append((key, value))
+                positioned = cursor.prev()
+            return found, None
+
+        return await self._env.read(_read)
+
+    async def sweep_audit(
+        self, start: bytes, expired: Callable[[bytes], bool], skip: Callable[[bytes], bytes], batch: int
+    ) -> bytes | None:
+        """Delete up to `batch` expired entries from `start` on, in key order: within a prefix, entries are in
+        time order, so the first one kept means `skip` to the next prefix. Where to go on, or None when done."""
+
+        def _sweep(txn) -> bytes | None:
+            cursor = txn.cursor(db=self._audit)
+            positioned = cursor.set_range(start)
+            deleted = looked = 0
+            while positioned:
+                if deleted >= batch or looked >= batch * 4:
+                    return bytes(cursor.key())
+                key = bytes(cursor.key())
+                looked += 1
+                if expired(key):
+                    positioned = cursor.delete()
+                    deleted += 1
+                else:
+                    positioned = cursor.set_range(skip(key))
+            return None
+
+        return await self._env.write(_sweep)
 
     # -- web console --------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from executor_mcp.tools.context import (
     Interaction,
     approval_message,
     approval_question,
+    refuse_unless_accepted,
 )
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
 from executor_mcp.tools.typescript import describe_types
@@ -189,14 +190,17 @@ class Catalog:
         """None once the call may run (approved, or asked and accepted); a `tool_blocked` value otherwise.
         A declined approval throws in the sandbox (`ToolThrow`, from the gate)."""
         decision = await context.policies.decide(context.principal, tool_id, requires_approval)
+        rule = decision.rule
+        asked_by = TOOL_DEFAULT if rule is None else AskedBy(rule.id, rule.owner.value, rule.pattern)
+        context.note.decision, context.note.rule = decision.action.value, asked_by
         if decision.action is Action.BLOCK:
             return _failure("tool_blocked", f"Tool blocked by policy: {tool_id}")
         if decision.action is Action.REQUIRE_APPROVAL:
-            rule = decision.rule
-            asked_by = TOOL_DEFAULT if rule is None else AskedBy(rule.id, rule.owner.value, rule.pattern)
             message = approval_message(tool_id, args, asked_by.pattern, description)
             question = approval_question(tool_id, asked_by.pattern, description)
-            await context.gate(Interaction(tool_id, message, args, asked_by=asked_by, question=question))
+            interaction = Interaction(tool_id, message, args, asked_by=asked_by, question=question)
+            context.note.approval = await context.gate(interaction)
+            refuse_unless_accepted(interaction, context.note.approval.action)
         return None
 
     async def approval_annotation(self, tool_id: str, principal: Principal) -> bool | None:

@@ -55,7 +55,27 @@ class Interaction:
     question: str | None = None  # the message's first line, for a page that shows the arguments apart
 
 
-Gate = Callable[[Interaction], Awaitable[None]]
+@attrs.frozen
+class Approval:
+    """How a gate's question was answered: the action (`accept`, `decline`, `cancel`), who gave it, and the id the
+    execution's pause had (None for a question asked inline)."""
+
+    action: str
+    by: str
+    execution_id: str | None = None
+
+
+# Returns the answer; the gated call throws in the sandbox unless it is `accept` (`refuse_unless_accepted`).
+Gate = Callable[[Interaction], Awaitable[Approval]]
+
+
+@attrs.define
+class CallNote:
+    """What a call's passage through its policy decided, for its audit record (filled in as it goes)."""
+
+    decision: str | None = None
+    rule: "AskedBy | None" = None
+    approval: Approval | None = None
 
 
 def refuse_unless_accepted(interaction: Interaction, action: str) -> None:
@@ -69,7 +89,8 @@ def refuse_unless_accepted(interaction: Interaction, action: str) -> None:
 class CallContext:
     principal: Principal
     policies: Policies
-    gate: Gate  # returns once approved; throws (ToolThrow) in the sandbox when declined or cancelled
+    gate: Gate
+    note: CallNote = attrs.Factory(CallNote)
 
 
 def approval_question(address: str, matched_pattern: str | None, description: str | None = None) -> str:

@@ -22,7 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import trio
 
+from executor_mcp.audit.model import APPROVAL_OUTCOMES, CUT_OFF, MAX_TOOL_PATH, OK, THREW, AuditRecord
 from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
@@ -42,9 +44,16 @@ from executor_mcp.execution.texts import (
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.protocol.modern import MODERN_VERSIONS
-from executor_mcp.storage.records import BROWSER_ELICITATION, NATIVE_ELICITATION, PASSTHROUGH_MODE, SessionMeta
+from executor_mcp.storage.records import (
+    BROWSER_ELICITATION,
+    NATIVE_ELICITATION,
+    PASSTHROUGH_MODE,
+    Owner,
+    SessionMeta,
+)
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.tools.context import CallContext, Gate, Interaction
+from executor_mcp.tools.context import CallContext, CallNote, Gate, Interaction
+from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.toolserver.arguments import invalid, type_issue, zod_type
 from executor_mcp.toolserver.passthrough_tools import BROWSER_RESUME_DESCRIPTION as PASSTHROUGH_BROWSER_DESCRIPTION
 from executor_mcp.toolserver.passthrough_tools import RESUME_DESCRIPTION as PASSTHROUGH_RESUME_DESCRIPTION
@@ -77,6 +86,9 @@ SKILLS_TOOL = Tool(
         "$schema": SCHEMA_DIALECT,
     },
 )
+
+# Where a tool call's audit record goes (`AuditTrail.record`).
+Audit = Callable[[AuditRecord], Awaitable[None]]
 
 
 RESUME = Tool(
@@ -124,9 +136,11 @@ def executor_tools(
     book: Book,
     admission: Admission,
     public_url: Callable[[], str],
+    audit: Audit | None = None,
 ) -> ToolFactory:
     """`public_url` is where the console is reached (`--public-url`, else the bound address), asked at each
-    browser-mode pause: the address is known only once the server listens."""
+    browser-mode pause: the address is known only once the server listens. `audit` is given the record of
+    every tool call the sandboxed code makes."""
 
     def browser_worded(pause: Pause) -> JsonObject:
         return render_browser_paused(pause.id, approval_url(public_url(), pause.id))
@@ -182,7 +196,25 @@ def executor_tools(
         async def invoke(call: ToolCall, args: Any) -> Any:
             run.refuse_if_declined_before(call)
             gate: Gate = ask if native else functools.partial(run.gate, call)
-            return await catalog.invoke(call.path, args, CallContext(principal=owner, policies=policies, gate=gate))
+            called = CallContext(principal=owner, policies=policies, gate=gate)
+            if audit is None:
+                return await catalog.invoke(call.path, args, called)
+            began, clock = time.time(), trio.current_time()
+            outcome = CUT_OFF
+            try:
+                result = await catalog.invoke(call.path, args, called)
+                outcome = outcome_of(result)
+                return result
+            except ToolThrow:
+                outcome = THREW
+                raise
+            finally:
+                # A call cut off by the server's restart runs again in the next process, which records it.
+                if outcome != CUT_OFF or not book.restarting:
+                    record = audit_record(
+                        began, owner, context.session.session_id, call.path, called.note, outcome, clock
+                    )
+                    await audit(record)
 
         async def body() -> JsonObject:
             keeper = None if native else run
@@ -311,6 +343,40 @@ def asks_inline(meta: SessionMeta) -> bool:
     on a 2025 session. A 2026 request's stream carries no server requests, so a workspace's native-mode pause
     is kept as model mode keeps it (with `resume` listed), and asked as `input_required` (`modern.py`)."""
     return meta.elicitation_mode == NATIVE_ELICITATION and meta.protocol_version not in MODERN_VERSIONS
+
+
+def outcome_of(result: Any) -> str:
+    """How a call ended, as the audit says it: `ok`, or its failure's code (`tool_blocked`, an upstream's)."""
+    if isinstance(result, dict) and result.get("ok") is False:
+        error = result.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        return code[:64] if isinstance(code, str) and code else "failed"
+    return OK
+
+
+def audit_record(
+    began: float, owner: Owner, session_id: str, tool: str, note: CallNote, outcome: str, started: float
+) -> AuditRecord:
+    """A call's audit record: who, where, what the policies decided and how an approval went; never its
+    arguments or result."""
+    rule, approval = note.rule, note.approval
+    by_rule = rule is not None and rule.by_rule
+    return AuditRecord(
+        at=began,
+        account=owner.account_id,
+        org=owner.org_id,
+        session_id=session_id,
+        tool=tool[:MAX_TOOL_PATH],
+        decision=note.decision,
+        outcome=outcome,
+        duration_ms=(trio.current_time() - started) * 1000,
+        rule_id=rule.rule_id if by_rule else None,
+        rule_owner=rule.owner if by_rule else None,
+        rule_pattern=rule.pattern if by_rule else None,
+        approval=None if approval is None else APPROVAL_OUTCOMES.get(approval.action, approval.action),
+        answered_by=None if approval is None else approval.by,
+        execution_id=None if approval is None else approval.execution_id,
+    )
 
 
 def _ask_client(context: ToolContext) -> Callable[[Interaction], Awaitable[str]]:

@@ -26,7 +26,7 @@ from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.tools.catalog import MAX_PATH_LENGTH, Catalog
-from executor_mcp.tools.context import CallContext, Interaction
+from executor_mcp.tools.context import Approval, CallContext, Interaction
 from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.toolserver.arguments import invalid, type_issue
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext
@@ -258,7 +258,7 @@ def passthrough_tools(run_code: RunCode, catalog: Catalog, policies: Policies) -
     return (RegisteredTool(SEARCH, search, listing=search_listing), RegisteredTool(INVOKE, invoke))
 
 
-async def _never_gated(interaction: Interaction) -> None:
+async def _never_gated(interaction: Interaction) -> Approval:
     """The gate of search's catalog calls, which only search and describe: neither calls a tool, so neither
     ever reaches a gate; if one did, nothing would be approved."""
     raise ToolThrow(f'Tool "{interaction.address}" cannot be approved from search.')

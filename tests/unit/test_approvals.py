@@ -22,7 +22,7 @@ from executor_mcp.execution.runs import (
     Run,
 )
 from executor_mcp.storage.records import Owner
-from executor_mcp.tools.context import TOOL_DEFAULT, AskedBy, Interaction
+from executor_mcp.tools.context import TOOL_DEFAULT, Approval, AskedBy, Interaction, refuse_unless_accepted
 from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.transport.approvals_api import already_answered, decided_view, ended_view, pause_view
 
@@ -283,15 +283,17 @@ async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_appr
 
 
 async def test_a_declined_run_throws_at_its_gate() -> None:
+    """The gate gives the answer (who gave it, and the execution's id, for the audit); the call throws from it."""
     book = Book(approval_window=60)
     slot = Admission(1).admit(ALICE)
     assert isinstance(slot, Slot)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
-    thrown = []
+    thrown, answers = [], []
 
     async def body() -> dict:
+        answers.append(approval := await run.gate(a_call(), ASKED))
         try:
-            await run.gate(a_call(), ASKED)
+            refuse_unless_accepted(ASKED, approval.action)
         except ToolThrow as refused:
             thrown.append(str(refused))
         return REFUSED
@@ -301,6 +303,7 @@ async def test_a_declined_run_throws_at_its_gate() -> None:
         execution = (await run.next.wait())["structuredContent"]["executionId"]
         book.decide(execution, ALICE, "decline")
         assert await book.resume(execution, ALICE, None) == REFUSED
+    assert answers == [Approval("decline", "console", execution)]
     assert thrown == [
         'Tool "executor.coreTools.policies.list" requires approval but the request was declined by the user.'
     ]
