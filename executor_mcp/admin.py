@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from executor_mcp.audit.model import MAX_LISTED, AuditQuery, parse_since, record_json
+from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
@@ -209,4 +211,34 @@ async def console_link(settings: Settings, account_id: str, org_id: str, admin: 
         file=sys.stderr,
     )
     print(f"{base.rstrip('/')}{LINK_PATH}{token}")
+    return 0
+
+
+async def audit_list(
+    data_dir: Path, org: str, since: str | None, session: str | None, tool: str | None, limit: int, as_json: bool
+) -> int:
+    try:
+        after = None if since is None else parse_since(since, time.time())
+    except ValueError as exc:
+        print(f"executor-mcp: error: --since: {exc}", file=sys.stderr)
+        return 2
+    if not 1 <= limit <= MAX_LISTED:
+        print(f"executor-mcp: error: --limit must be between 1 and {MAX_LISTED}", file=sys.stderr)
+        return 2
+    query = AuditQuery(org=org, since=after, session_id=session, tool=tool, limit=limit)
+    async with _control_plane(data_dir) as control:
+        page = await AuditTrail(control, retention=0.0).page(query)
+    if as_json:
+        print(json.dumps([record_json(record) for record in page.records], indent=2))
+        return 0
+    if not page.records:
+        print(f"no audit records for org {org}" + (" matching the filters" if query.narrowed or after else ""))
+        return 0
+    for record in page.records:
+        rule = "-" if record.decision is None else (record.rule_pattern or "tool default")
+        approval = "-" if record.approval is None else f"{record.approval} by {record.answered_by}"
+        print(
+            f"{_when(record.at)}\t{record.account}\t{record.session_id[:12]}\t{record.tool}\t"
+            f"{record.decision or '-'} ({rule})\t{approval}\t{record.outcome}\t{record.duration_ms:.1f} ms"
+        )
     return 0

@@ -22,6 +22,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
+from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
@@ -233,6 +234,11 @@ async def _serve(
     )
     policies = Policies(control)
     audit = AuditTrail(control, settings.audit_retention)
+
+    async def audited(record: AuditRecord) -> None:
+        metrics.count_tool_call(integration_of(record.tool), record.outcome)
+        await audit.record(record)
+
     public = PublicUrl(settings.public_url or "")
     links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
     catalog = build_catalog(integrations, links)
@@ -245,7 +251,7 @@ async def _serve(
         book,
         Admission(executions_per_account(settings, pool)),
         lambda: public.value,
-        audit.record,
+        audited,
     )
     idle = IdlePolicy(
         session_timeout=settings.session_timeout,
@@ -294,6 +300,7 @@ async def _serve(
         approvals=book,
         modern_calls=ModernCalls(book, await control.request_state_key()),
         operations=operations,
+        audit=audit,
     )
     app = Observed(edge, metrics, secret_paths=(CONNECT_PATH, LINK_PATH))
     stop = trio.Event()

@@ -117,6 +117,22 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("session_id")
         _add_options(command, _DATA_OPTIONS)
 
+    audit = commands.add_parser("audit", help="read the audit log of tool calls")
+    audit_actions = audit.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listed = audit_actions.add_parser(
+        "list",
+        help="an org's tool calls, newest first",
+        description="An org's tool calls, newest first: who, which session, what the policies decided, how an "
+        "approval was answered and how the call ended. Never arguments or results.",
+    )
+    _org_option(listed)
+    listed.add_argument("--json", action="store_true", help="one JSON array of records")
+    listed.add_argument("--since", metavar="WHEN", help="only calls since then: 15m, 2h, 7d, or an ISO 8601 time")
+    listed.add_argument("--session", metavar="SESSION_ID", help="only this session's calls")
+    listed.add_argument("--tool", metavar="GLOB", help="only tools whose path matches, e.g. 'github.*'")
+    listed.add_argument("--limit", type=int, default=100, metavar="N", help="at most N records (default 100)")
+    _add_options(listed, _DATA_OPTIONS)
+
     link = commands.add_parser("console-link", help="print a one-time link that signs in to the web console")
     link.add_argument("--user", required=True, help="the account the link signs in as")
     link.add_argument("--org", required=True, help="the organization it signs in to")
@@ -310,6 +326,10 @@ def _admin(args: argparse.Namespace, settings: Settings):
             return partial(admin.sessions_list, data_dir)
         case "sessions", "show":
             return partial(admin.sessions_show, data_dir, args.session_id)
+        case "audit", "list":
+            return partial(
+                admin.audit_list, data_dir, args.org, args.since, args.session, args.tool, args.limit, args.json
+            )
         case "console-link", _:
             return partial(admin.console_link, settings, args.user, args.org, args.admin, args.expires)
         case "sessions", "terminate":

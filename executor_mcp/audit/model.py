@@ -14,6 +14,7 @@ import fnmatch
 import hashlib
 import os
 import struct
+from datetime import UTC, datetime
 
 import attrs
 
@@ -60,12 +61,46 @@ class AuditQuery:
     before: bytes | None = None  # a key from a previous page: only records older than it
     session_id: str | None = None
     tool: str | None = None  # a glob (`tools.github.*`, `*issues*`)
+    account: str | None = None  # only this account's (an org member who is not its admin sees only its own)
     limit: int = 100
+
+    @property
+    def narrowed(self) -> bool:
+        return self.session_id is not None or self.tool is not None or self.account is not None
 
     def admits(self, record: AuditRecord) -> bool:
         if self.session_id is not None and record.session_id != self.session_id:
             return False
+        if self.account is not None and record.account != self.account:
+            return False
         return self.tool is None or fnmatch.fnmatchcase(record.tool, self.tool)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: float) -> float:
+    """`--since`/`since=`: a duration back from now (`90s`, `15m`, `2h`, `7d`), an ISO 8601 time (UTC unless it
+    says otherwise), or epoch milliseconds. ValueError in words otherwise."""
+    value = text.strip()
+    if len(value) > 64:
+        raise ValueError("since is too long")
+    if value[-1:] in _UNITS and value[:-1].replace(".", "", 1).isdigit():
+        return now - float(value[:-1]) * _UNITS[value[-1]]
+    if value.isdigit():
+        return int(value) / 1000
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        words = "since must be a duration (15m, 2h, 7d), an ISO 8601 time or epoch milliseconds"
+        raise ValueError(f"{words}: {value}") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def integration_of(tool: str) -> str:
+    """The integration a tool path belongs to (its first segment); the catalog's own built-ins are `builtin`."""
+    first = tool.removeprefix("tools.").split(".", 1)[0]
+    return "builtin" if first in ("search", "describe") else first
 
 
 def org_prefix(org: str) -> bytes:

@@ -100,7 +100,7 @@ class AuditTrail:
             record = decoded_or_skipped(raw, AuditRecord, "audit record")
             return record is not None and query.admits(record)
 
-        scan = limit * SCAN_FACTOR if (query.session_id or query.tool) else limit
+        scan = limit * SCAN_FACTOR if query.narrowed else limit
         found, next_before = await self._control.audit_newest(prefix, start, end, limit, admits, scan)
         return Page([from_bytes(value) for _, value in found], next_before)
 

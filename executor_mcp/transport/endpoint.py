@@ -23,6 +23,7 @@ from quart_trio.wrappers.request import TrioBody, TrioRequest
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
+from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
 from executor_mcp.codec import dumps
 from executor_mcp.execution.runs import Book
@@ -71,6 +72,7 @@ from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
 from executor_mcp.transport.approvals_api import ApprovalsApi
 from executor_mcp.transport.asgi import Answer, Edge, Exchange, decide_finish, declares_body
+from executor_mcp.transport.audit_api import AuditApi
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
@@ -364,6 +366,7 @@ def create_app(
     *,
     modern_calls: ModernCalls,
     operations: Operations | None = None,
+    audit: AuditTrail | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none` Origin/Host guard
     (off by default, as with bearers). Without `integrations`, the integrations API's routes are absent; without
@@ -371,7 +374,8 @@ def create_app(
     console (and `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
     those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
-    `modern_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`."""
+    `modern_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`;
+    `audit`, `/api/audit`."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -395,6 +399,8 @@ def create_app(
     for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
     SessionsApi(manager, api_auth).register(app)
+    if audit is not None:
+        AuditApi(audit, api_auth).register(app)
     if operations is not None:
         operations.register(app)
     api = PoliciesApi(policies, api_auth, catalog)
