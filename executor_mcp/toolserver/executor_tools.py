@@ -24,7 +24,16 @@ from typing import Any
 import attrs
 import trio
 
-from executor_mcp.audit.model import APPROVAL_OUTCOMES, CUT_OFF, MAX_TOOL_PATH, OK, THREW, AuditRecord
+from executor_mcp.audit.model import (
+    APPROVAL_OUTCOMES,
+    CUT_OFF,
+    MAX_TOOL_PATH,
+    OK,
+    REQUIRE_APPROVAL,
+    THREW,
+    UNANSWERED,
+    AuditRecord,
+)
 from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
@@ -373,10 +382,17 @@ def audit_record(
         rule_id=rule.rule_id if by_rule else None,
         rule_owner=rule.owner if by_rule else None,
         rule_pattern=rule.pattern if by_rule else None,
-        approval=None if approval is None else APPROVAL_OUTCOMES.get(approval.action, approval.action),
+        approval=_approval_outcome(note, outcome),
         answered_by=None if approval is None else approval.by,
         execution_id=None if approval is None else approval.execution_id,
     )
+
+
+def _approval_outcome(note: CallNote, outcome: str) -> str | None:
+    if note.approval is not None:
+        return APPROVAL_OUTCOMES.get(note.approval.action, note.approval.action)
+    waiting = note.decision == REQUIRE_APPROVAL and outcome == CUT_OFF
+    return UNANSWERED if waiting else None  # cut off while it waited for a human
 
 
 def _ask_client(context: ToolContext) -> Callable[[Interaction], Awaitable[str]]:

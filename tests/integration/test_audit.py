@@ -190,3 +190,16 @@ async def test_pages_follow_one_another(executor: ServerUnderTest, client: Clien
         if cursor is None:
             break
     assert seen == everything
+
+
+async def test_an_unanswered_approval_is_recorded_when_its_window_closes(
+    nursery: trio.Nursery, data_dir: Path, http: httpx.AsyncClient
+) -> None:
+    server = await start_server(nursery, data_dir, approval_window=0.5)
+    await add_policy(http, server, GATED, "require_approval")
+    async with connect(server.url, mode="legacy") as (client, _):
+        paused = await client.call_tool("execute", {"code": f"return await tools.{GATED}({{}});"})
+        (record,) = await audited(http, server, 1)  # written once the window closed and cut the call off
+    assert (record["decision"], record["approval"], record["outcome"]) == ("require_approval", "unanswered", "cut_off")
+    assert record["executionId"] is None  # no answer, so none carried the pause's id
+    assert execution_id(paused).startswith("exec_")
