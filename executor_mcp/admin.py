@@ -19,16 +19,18 @@ from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
 from executor_mcp.config import Settings
+from executor_mcp.listing import print_listing
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     Policies,
     PolicyError,
     PolicyNotFound,
+    describe,
     parse_new,
 )
 from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import ApiKeyRecord, Owner
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.web.console import LINK_PATH, new_link
 from executor_mcp.web.signin import MAX_LINK_SECONDS
@@ -47,11 +49,15 @@ def _when(at: float | None) -> str:
     return "-" if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
-async def orgs_list(data_dir: Path) -> int:
+def _org_line(org: OrgRecord) -> str:
+    state = "revoked" if org.revoked else "live"
+    return f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}"
+
+
+async def orgs_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        for org in sorted(await control.orgs(), key=lambda record: record.org_id):
-            state = "revoked" if org.revoked else "live"
-            print(f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}")
+        orgs = sorted(await control.orgs(), key=lambda record: record.org_id)
+    print_listing(orgs, as_json, "no organizations", _org_line, converter.unstructure)
     return 0
 
 
@@ -84,11 +90,16 @@ async def keys_create(data_dir: Path, account_id: str, org_id: str, admin: bool 
     return 0
 
 
-async def keys_list(data_dir: Path) -> int:
+def _key_line(key: ApiKeyRecord) -> str:
+    state = ("revoked" if key.revoked else "active") + (" admin" if key.admin else "")
+    return f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}"
+
+
+async def keys_list(data_dir: Path, as_json: bool = False) -> int:
+    """The record holds no secret (only its digest names it in the store), so all of it may be shown."""
     async with _control_plane(data_dir) as control:
-        for key in sorted(await control.api_keys(), key=lambda record: record.created_at):
-            state = ("revoked" if key.revoked else "active") + (" admin" if key.admin else "")
-            print(f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}")
+        keys = sorted(await control.api_keys(), key=lambda record: record.created_at)
+    print_listing(keys, as_json, "no API keys", _key_line, converter.unstructure)
     return 0
 
 
@@ -107,11 +118,17 @@ def _principal(org_id: str, account_id: str | None) -> Owner:
     return Owner(account_id=account_id or "", org_id=org_id, org_admin=True)
 
 
-async def policies_list(data_dir: Path, org_id: str, account_id: str | None) -> int:
+def _policy_line(record: PolicyRecord) -> str:
+    who = f"user {record.account_id}" if record.owner == "user" else "org"
+    return f"{record.id}\t{who}\t{record.pattern}\t{record.action}\t{record.position}"
+
+
+async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_json: bool = False) -> int:
+    """`--json` rows are the HTTP API's (`GET /api/policies`)."""
     async with _control_plane(data_dir) as control:
-        for record in await Policies(control).list(_principal(org_id, account_id)):
-            who = f"user {record.account_id}" if record.owner == "user" else "org"
-            print(f"{record.id}\t{who}\t{record.pattern}\t{record.action}\t{record.position}")
+        records = await Policies(control).list(_principal(org_id, account_id))
+    empty = f"no policies in organization {org_id}" + (f" for user {account_id}" if account_id else "")
+    print_listing(records, as_json, empty, _policy_line, describe)
     return 0
 
 
@@ -142,14 +159,18 @@ async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, p
     return 0
 
 
-async def sessions_list(data_dir: Path) -> int:
+def _session_line(record: SessionRecord) -> str:
+    state = "condemned" if record.condemned else "stored"
+    return (
+        f"{record.session_id}\t{state}\taccount {record.owner.account_id}\torg {record.owner.org_id}"
+        f"\t{record.resource}\tcreated {_when(record.created_at)}\tactive {_when(record.last_activity_at)}"
+    )
+
+
+async def sessions_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        for record in sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True):
-            state = "condemned" if record.condemned else "stored"
-            print(
-                f"{record.session_id}\t{state}\taccount {record.owner.account_id}\torg {record.owner.org_id}"
-                f"\t{record.resource}\tcreated {_when(record.created_at)}\tactive {_when(record.last_activity_at)}"
-            )
+        records = sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True)
+    print_listing(records, as_json, "no sessions", _session_line, converter.unstructure)
     return 0
 
 
