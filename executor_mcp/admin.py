@@ -15,22 +15,24 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from executor_mcp.audit.model import MAX_LISTED, AuditQuery, parse_since, record_json
+from executor_mcp.audit.model import MAX_LISTED, AuditQuery, AuditRecord, parse_since, record_json
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import converter
 from executor_mcp.config import Settings
+from executor_mcp.listing import print_listing
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     Policies,
     PolicyError,
     PolicyNotFound,
+    describe,
     parse_new,
 )
 from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import ApiKeyRecord, Owner
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.web.console import LINK_PATH, new_link
 from executor_mcp.web.signin import MAX_LINK_SECONDS
@@ -49,11 +51,15 @@ def _when(at: float | None) -> str:
     return "-" if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
-async def orgs_list(data_dir: Path) -> int:
+def _org_line(org: OrgRecord) -> str:
+    state = "revoked" if org.revoked else "live"
+    return f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}"
+
+
+async def orgs_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        for org in sorted(await control.orgs(), key=lambda record: record.org_id):
-            state = "revoked" if org.revoked else "live"
-            print(f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}")
+        orgs = sorted(await control.orgs(), key=lambda record: record.org_id)
+    print_listing(orgs, as_json, "no organizations", _org_line, converter.unstructure)
     return 0
 
 
@@ -86,11 +92,16 @@ async def keys_create(data_dir: Path, account_id: str, org_id: str, admin: bool 
     return 0
 
 
-async def keys_list(data_dir: Path) -> int:
+def _key_line(key: ApiKeyRecord) -> str:
+    state = ("revoked" if key.revoked else "active") + (" admin" if key.admin else "")
+    return f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}"
+
+
+async def keys_list(data_dir: Path, as_json: bool = False) -> int:
+    """The record holds no secret (only its digest names it in the store), so all of it may be shown."""
     async with _control_plane(data_dir) as control:
-        for key in sorted(await control.api_keys(), key=lambda record: record.created_at):
-            state = ("revoked" if key.revoked else "active") + (" admin" if key.admin else "")
-            print(f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}")
+        keys = sorted(await control.api_keys(), key=lambda record: record.created_at)
+    print_listing(keys, as_json, "no API keys", _key_line, converter.unstructure)
     return 0
 
 
@@ -109,11 +120,17 @@ def _principal(org_id: str, account_id: str | None) -> Owner:
     return Owner(account_id=account_id or "", org_id=org_id, org_admin=True)
 
 
-async def policies_list(data_dir: Path, org_id: str, account_id: str | None) -> int:
+def _policy_line(record: PolicyRecord) -> str:
+    who = f"user {record.account_id}" if record.owner == "user" else "org"
+    return f"{record.id}\t{who}\t{record.pattern}\t{record.action}\t{record.position}"
+
+
+async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_json: bool = False) -> int:
+    """`--json` rows are the HTTP API's (`GET /api/policies`)."""
     async with _control_plane(data_dir) as control:
-        for record in await Policies(control).list(_principal(org_id, account_id)):
-            who = f"user {record.account_id}" if record.owner == "user" else "org"
-            print(f"{record.id}\t{who}\t{record.pattern}\t{record.action}\t{record.position}")
+        records = await Policies(control).list(_principal(org_id, account_id))
+    empty = f"no policies in organization {org_id}" + (f" for user {account_id}" if account_id else "")
+    print_listing(records, as_json, empty, _policy_line, describe)
     return 0
 
 
@@ -144,14 +161,18 @@ async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, p
     return 0
 
 
-async def sessions_list(data_dir: Path) -> int:
+def _session_line(record: SessionRecord) -> str:
+    state = "condemned" if record.condemned else "stored"
+    return (
+        f"{record.session_id}\t{state}\taccount {record.owner.account_id}\torg {record.owner.org_id}"
+        f"\t{record.resource}\tcreated {_when(record.created_at)}\tactive {_when(record.last_activity_at)}"
+    )
+
+
+async def sessions_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        for record in sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True):
-            state = "condemned" if record.condemned else "stored"
-            print(
-                f"{record.session_id}\t{state}\taccount {record.owner.account_id}\torg {record.owner.org_id}"
-                f"\t{record.resource}\tcreated {_when(record.created_at)}\tactive {_when(record.last_activity_at)}"
-            )
+        records = sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True)
+    print_listing(records, as_json, "no sessions", _session_line, converter.unstructure)
     return 0
 
 
@@ -228,17 +249,15 @@ async def audit_list(
     query = AuditQuery(org=org, since=after, session_id=session, tool=tool, limit=limit)
     async with _control_plane(data_dir) as control:
         page = await AuditTrail(control, retention=0.0).page(query)
-    if as_json:
-        print(json.dumps([record_json(record) for record in page.records], indent=2))
-        return 0
-    if not page.records:
-        print(f"no audit records for org {org}" + (" matching the filters" if query.narrowed or after else ""))
-        return 0
-    for record in page.records:
-        rule = "-" if record.decision is None else (record.rule_pattern or "tool default")
-        approval = "-" if record.approval is None else f"{record.approval} by {record.answered_by}"
-        print(
-            f"{_when(record.at)}\t{record.account}\t{record.session_id[:12]}\t{record.tool}\t"
-            f"{record.decision or '-'} ({rule})\t{approval}\t{record.outcome}\t{record.duration_ms:.1f} ms"
-        )
+    empty = f"no audit records for org {org}" + (" matching the filters" if query.narrowed or after else "")
+    print_listing(page.records, as_json, empty, _audit_line, record_json)
     return 0
+
+
+def _audit_line(record: AuditRecord) -> str:
+    rule = "-" if record.decision is None else (record.rule_pattern or "tool default")
+    approval = "-" if record.approval is None else f"{record.approval} by {record.answered_by}"
+    return (
+        f"{_when(record.at)}\t{record.account}\t{record.session_id[:12]}\t{record.tool}\t"
+        f"{record.decision or '-'} ({rule})\t{approval}\t{record.outcome}\t{record.duration_ms:.1f} ms"
+    )

@@ -1,16 +1,21 @@
 """The `executor-mcp` command line: `serve`, and admin commands that work on a data dir."""
 
 import argparse
+import json
+import os
+import platform
 import sys
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TypeAlias
 
 import trio
 
 from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+from executor_mcp.config_reference import option_help, render_markdown
 from executor_mcp.observability.logs import configure_logging
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.web.signin import LINK_SECONDS
@@ -27,38 +32,75 @@ _INTEGRATION_OPTIONS = _DATA_OPTIONS | {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser that refuses what it does not know itself: argparse hands a subcommand's leftovers up to the top
+    parser, which would answer `sessions list --bogus` with the top-level usage instead of `sessions list`'s."""
+
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _command(actions: Commands, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand with its one-line summary in its parent's list and a description in its own `--help`."""
+    return actions.add_parser(name, help=summary, description=description or summary[0].upper() + summary[1:] + ".")
+
+
+def _actions(command: argparse.ArgumentParser) -> Commands:
+    return command.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+
+def _json_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--json", action="store_true", help="print JSON (a list; [] for none) instead of text")
+
+
 def _add_options(parser: argparse.ArgumentParser, names: set[str] | None = None) -> None:
-    parser.add_argument("--config", help=f"TOML config file (also {CONFIG_ENV})")
+    parser.add_argument("--config", metavar="FILE", help=f"TOML config file [{CONFIG_ENV}]")
     for option in OPTIONS:
         if names is None or option.name in names:
             if option.switch:
                 parser.add_argument(
-                    option.flag,
-                    dest=option.name,
-                    action="store_const",
-                    const="true",
-                    help=f"{option.help} [{option.env}]",
+                    option.flag, dest=option.name, action="store_const", const="true", help=option_help(option)
                 )
                 continue
             parser.add_argument(
                 option.flag,
                 dest=option.name,
-                metavar="VALUE",
+                metavar=option.placeholder,
                 action="append" if option.repeatable else "store",
-                help=f"{option.help} [{option.env}]",
+                help=option_help(option),
             )
 
 
+SERVE = """Run the MCP server: MCP over streamable HTTP at /mcp, the web console at /, and the JSON APIs under
+/api. Agents' code runs in sandbox worker processes; sessions, paused executions and the control plane persist in
+the data dir, so a restart keeps them. Once listening it prints `MCP: http://HOST:PORT/mcp` on stderr; SIGTERM or
+SIGINT stop it gracefully. Every option is also an environment variable and a key of the --config file (flag >
+environment > file > default)."""
+
+STDIO = """Serve one MCP client on standard input and output, for desktop clients that start their servers as
+child processes: newline-delimited JSON-RPC, both MCP eras, the local principal, the same data dir and catalog as
+serve (one server holds a data dir at a time). Logs go to stderr. The end of input shuts it down gracefully."""
+
+DOCTOR = """Check whether this machine can run the server with these settings: the data dir (exists or can be
+created, writable), its control plane (opens and reads), permissions (data dir and secret.key not open to
+others), the port (free, or held by the server running on this data dir), a sandbox worker (starts and runs a
+program) and the clock. Prints one line per check, `ok|warn|fail  check  detail`; exits 1 if any check failed."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="executor-mcp", description="A self-hosted MCP server for agents' code.")
+    parser = _Parser(prog="executor-mcp", description="A self-hosted MCP server for agents' code.")
     parser.add_argument("--version", action="version", version=f"executor-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_options(commands.add_parser("serve", help="run the MCP server"))
-    stdio = commands.add_parser(
-        "stdio",
-        help="serve one MCP client on standard input and output (for desktop clients that start the server)",
-        description="Serve one MCP client over stdio, against the data dir and its catalog, as the local user.",
-    )
+    _add_options(_command(commands, "serve", "run the MCP server", SERVE))
+    stdio = _command(commands, "stdio", "serve one MCP client on standard input and output", STDIO)
     stdio.add_argument(
         "--elicitation-mode",
         choices=ELICITATION_MODES,
@@ -70,82 +112,118 @@ def _parser() -> argparse.ArgumentParser:
         "--mode", choices=(EXECUTE_MODE, PASSTHROUGH_MODE), default=EXECUTE_MODE, help="the tools offered"
     )
     _add_options(stdio)
+    version = _command(commands, "version", "print the version (with --json: and the runtime's)")
+    version.add_argument("--json", action="store_true", help="print version, python, trio, platform and build")
+    doctor = _command(commands, "doctor", "check the data dir, permissions, port, sandbox and clock", DOCTOR)
+    doctor.add_argument("--json", action="store_true", help="print a JSON list of {check, status, detail}")
+    _add_options(doctor, _DATA_OPTIONS | {"host", "port"})
+    _command(
+        commands,
+        "config-reference",
+        "print the options as a Markdown table",
+        "Print every option (flag, environment variable, TOML key, default, description) as the Markdown table "
+        "README.md holds.",
+    )
 
-    orgs = commands.add_parser("orgs", help="list, revoke or restore organizations")
-    org_actions = orgs.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _add_options(org_actions.add_parser("list", help="organizations seen or revoked"), _DATA_OPTIONS)
-    for action, summary in (("revoke", "refuse the org's requests and end its sessions"), ("restore", "undo")):
-        command = org_actions.add_parser(action, help=summary)
-        command.add_argument("org")
+    orgs = _command(commands, "orgs", "list, revoke or restore organizations")
+    org_actions = _actions(orgs)
+    listed = _command(org_actions, "list", "organizations seen or revoked")
+    _json_option(listed)
+    _add_options(listed, _DATA_OPTIONS)
+    for action, summary in (
+        ("revoke", "refuse the org's requests and end its sessions"),
+        ("restore", "undo a revocation: the org's requests are served again"),
+    ):
+        command = _command(org_actions, action, summary)
+        command.add_argument("org", metavar="ORG")
         _add_options(command, _DATA_OPTIONS)
 
-    keys = commands.add_parser("keys", help="create, list or revoke API keys")
-    key_actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = key_actions.add_parser("create", help="create an API key (printed once)")
-    create.add_argument("--user", required=True, help="the account the key acts as")
-    create.add_argument("--org", required=True, help="the organization the key acts in")
+    keys = _command(commands, "keys", "create, list or revoke API keys")
+    key_actions = _actions(keys)
+    create = _command(key_actions, "create", "create an API key (printed once)")
+    create.add_argument("--user", required=True, metavar="ACCOUNT", help="the account the key acts as")
+    create.add_argument("--org", required=True, metavar="ORG", help="the organization the key acts in")
     create.add_argument("--admin", action="store_true", help="the key may change org rules (see --org-admin-claim)")
     _add_options(create, _DATA_OPTIONS)
-    _add_options(key_actions.add_parser("list", help="API keys, without their secrets"), _DATA_OPTIONS)
-    revoke = key_actions.add_parser("revoke", help="revoke an API key by its id")
-    revoke.add_argument("key_id")
+    listed = _command(key_actions, "list", "API keys, without their secrets")
+    _json_option(listed)
+    _add_options(listed, _DATA_OPTIONS)
+    revoke = _command(key_actions, "revoke", "revoke an API key by its id")
+    revoke.add_argument("key_id", metavar="KEY_ID")
     _add_options(revoke, _DATA_OPTIONS)
 
-    policies = commands.add_parser("policies", help="list, add or remove tool policies")
-    policy_actions = policies.add_subparsers(dest="action", required=True, metavar="ACTION")
+    policies = _command(commands, "policies", "list, add or remove tool policies")
+    policy_actions = _actions(policies)
     for action, summary in (
         ("list", "the org's rules (and the user's, with --user) in evaluation order"),
         ("add", "add an org rule, or a user rule with --user"),
         ("remove", "remove an org rule, or a user rule with --user"),
     ):
-        command = policy_actions.add_parser(action, help=summary)
-        command.add_argument("--org", required=True, help="the organization")
-        command.add_argument("--user", help="the account, for user rules")
+        command = _command(policy_actions, action, summary)
+        command.add_argument("--org", required=True, metavar="ORG", help="the organization")
+        command.add_argument("--user", metavar="ACCOUNT", help="the account, for user rules")
+        if action == "list":
+            _json_option(command)
         if action == "add":
-            command.add_argument("--pattern", required=True, help="e.g. executor.coreTools.policies.* or *")
-            command.add_argument("--action", dest="policy_action", required=True, help="approve|require_approval|block")
-            command.add_argument("--position", help="where in the order (default: below more specific rules)")
+            command.add_argument(
+                "--pattern", required=True, metavar="PATTERN", help="e.g. executor.coreTools.policies.* or *"
+            )
+            command.add_argument(
+                "--action",
+                dest="policy_action",
+                required=True,
+                metavar="{approve,require_approval,block}",
+                help="what a matching call gets",
+            )
+            command.add_argument(
+                "--position", metavar="POSITION", help="where in the order (default: below more specific rules)"
+            )
         if action == "remove":
-            command.add_argument("policy_id")
+            command.add_argument("policy_id", metavar="POLICY_ID")
         _add_options(command, _DATA_OPTIONS)
 
-    sessions = commands.add_parser("sessions", help="list, show or terminate sessions")
-    session_actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _add_options(session_actions.add_parser("list", help="stored sessions, most recently active first"), _DATA_OPTIONS)
-    for action, summary in (("show", "one session's directory entry and meta"), ("terminate", "end a session")):
-        command = session_actions.add_parser(action, help=summary)
-        command.add_argument("session_id")
+    sessions = _command(commands, "sessions", "list, show or terminate sessions")
+    session_actions = _actions(sessions)
+    listed = _command(session_actions, "list", "stored sessions, most recently active first")
+    _json_option(listed)
+    _add_options(listed, _DATA_OPTIONS)
+    for action, summary in (
+        ("show", "one session's directory entry and meta, as JSON"),
+        ("terminate", "end a session (a running server ends its runtime within a second)"),
+    ):
+        command = _command(session_actions, action, summary)
+        command.add_argument("session_id", metavar="SESSION_ID")
+        if action == "show":
+            command.add_argument("--json", action="store_true", help="the same JSON (show always prints JSON)")
         _add_options(command, _DATA_OPTIONS)
 
-    audit = commands.add_parser("audit", help="read the audit log of tool calls")
-    audit_actions = audit.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listed = audit_actions.add_parser(
+    audit = _command(commands, "audit", "read the audit log of tool calls")
+    listed = _command(
+        _actions(audit),
         "list",
-        help="an org's tool calls, newest first",
-        description="An org's tool calls, newest first: who, which session, what the policies decided, how an "
-        "approval was answered and how the call ended. Never arguments or results.",
+        "an org's tool calls, newest first",
+        "An org's tool calls, newest first: who, which session, what the policies decided, how an approval was "
+        "answered and how the call ended. Never arguments or results.",
     )
     _org_option(listed)
-    listed.add_argument("--json", action="store_true", help="one JSON array of records")
+    _json_option(listed)
     listed.add_argument("--since", metavar="WHEN", help="only calls since then: 15m, 2h, 7d, or an ISO 8601 time")
     listed.add_argument("--session", metavar="SESSION_ID", help="only this session's calls")
     listed.add_argument("--tool", metavar="GLOB", help="only tools whose path matches, e.g. 'github.*'")
-    listed.add_argument("--limit", type=int, default=100, metavar="N", help="at most N records (default 100)")
+    listed.add_argument("--limit", type=int, default=100, metavar="N", help="at most N records")
     _add_options(listed, _DATA_OPTIONS)
 
-    link = commands.add_parser("console-link", help="print a one-time link that signs in to the web console")
-    link.add_argument("--user", required=True, help="the account the link signs in as")
-    link.add_argument("--org", required=True, help="the organization it signs in to")
+    link = _command(commands, "console-link", "print a one-time link that signs in to the web console")
+    link.add_argument("--user", required=True, metavar="ACCOUNT", help="the account the link signs in as")
+    link.add_argument("--org", required=True, metavar="ORG", help="the organization it signs in to")
     link.add_argument("--admin", action="store_true", help="sign in as an org admin (see --org-admin-claim)")
-    link.add_argument("--expires", type=float, default=LINK_SECONDS, help="seconds the link stays usable")
+    link.add_argument(
+        "--expires", type=float, default=LINK_SECONDS, metavar="SECONDS", help="seconds the link stays usable"
+    )
     _add_options(link, _DATA_OPTIONS | {"host", "port", "public_url"})
 
     _integration_commands(commands)
     _connection_commands(commands)
-
-    # How the single binary re-executes itself as a sandbox worker, or as the zygote that forks them; not for people.
-    commands.add_parser("sandbox-worker")
-    commands.add_parser("sandbox-zygote")
     return parser
 
 
@@ -159,10 +237,10 @@ def _spec_source(command: argparse.ArgumentParser, required: bool) -> None:
     source.add_argument("--file", type=Path, help="read the OpenAPI document (JSON or YAML) from this file")
 
 
-def _integration_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    integrations = commands.add_parser("integrations", help="add, list, show, update or remove integrations")
-    actions = integrations.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = actions.add_parser("add-openapi", help="add an OpenAPI integration to the org")
+def _integration_commands(commands: Commands) -> None:
+    integrations = _command(commands, "integrations", "add, list, show, update or remove integrations")
+    actions = _actions(integrations)
+    add = _command(actions, "add-openapi", "add an OpenAPI integration to the org")
     add.add_argument("--slug", required=True, help="its id in tool paths: letters, digits, _ and -")
     _spec_source(add, required=True)
     add.add_argument("--name", help="display name (default: the spec's title)")
@@ -177,7 +255,7 @@ def _integration_commands(commands: "argparse._SubParsersAction[argparse.Argumen
     )
     _org_option(add)
     _add_options(add, _INTEGRATION_OPTIONS)
-    graphql = actions.add_parser("add-graphql", help="add a GraphQL endpoint to the org")
+    graphql = _command(actions, "add-graphql", "add a GraphQL endpoint to the org")
     graphql.add_argument("--endpoint", required=True, help="the GraphQL endpoint's URL")
     schema = graphql.add_mutually_exclusive_group()
     schema.add_argument("--sdl", type=Path, help="the schema's SDL file (for an endpoint with introspection off)")
@@ -197,24 +275,25 @@ def _integration_commands(commands: "argparse._SubParsersAction[argparse.Argumen
     )
     _org_option(graphql)
     _add_options(graphql, _INTEGRATION_OPTIONS)
-    listed = actions.add_parser("list", help="the org's integrations")
+    listed = _command(actions, "list", "the org's integrations")
+    _json_option(listed)
     _org_option(listed)
     _add_options(listed, _INTEGRATION_OPTIONS)
     for action, summary in (("show", "one integration as JSON"), ("remove", "remove one, with its connections")):
-        command = actions.add_parser(action, help=summary)
+        command = _command(actions, action, summary)
         command.add_argument("slug")
         _org_option(command)
         _add_options(command, _INTEGRATION_OPTIONS)
     _add_mcp_command(actions)
-    update = actions.add_parser("update", help="a new spec from --url or --file, or the stored URL again")
+    update = _command(actions, "update", "a new spec from --url or --file, or the stored URL again")
     update.add_argument("slug")
     _spec_source(update, required=False)
     _org_option(update)
     _add_options(update, _INTEGRATION_OPTIONS)
 
 
-def _add_mcp_command(actions: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    add = actions.add_parser("add-mcp", help="add an MCP server (remote URL, or a stdio command) to the org")
+def _add_mcp_command(actions: Commands) -> None:
+    add = _command(actions, "add-mcp", "add an MCP server (remote URL, or a stdio command) to the org")
     add.add_argument("--name", required=True, help="display name (the slug defaults to it)")
     add.add_argument("--slug", help="its id in tool paths (default: from the name, the host or the command)")
     add.add_argument("--description", help="what agents read about it")
@@ -242,11 +321,11 @@ def _add_mcp_command(actions: "argparse._SubParsersAction[argparse.ArgumentParse
     _add_options(add, _INTEGRATION_OPTIONS)
 
 
-def _connection_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    connections = commands.add_parser("connections", help="add, list or remove connections (credentials)")
-    actions = connections.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = actions.add_parser(
-        "add", help="add or replace a connection; its value is read from a prompt or standard input, never argv"
+def _connection_commands(commands: Commands) -> None:
+    connections = _command(commands, "connections", "add, list or remove connections (credentials)")
+    actions = _actions(connections)
+    add = _command(
+        actions, "add", "add or replace a connection; its value is read from a prompt or standard input, never argv"
     )
     add.add_argument("--integration", required=True, help="the integration's slug")
     add.add_argument("--name", required=True, help="the connection's name (normalized: 'My Key' becomes myKey)")
@@ -260,34 +339,73 @@ def _connection_commands(commands: "argparse._SubParsersAction[argparse.Argument
         help="an input of the template to read a value for (repeatable; default: the one input token)",
     )
     add.add_argument("--description", help="what agents read about this connection")
-    for command in (add, listed := actions.add_parser("list", help="the connections of the org (and of --user)")):
+    for command in (add, listed := _command(actions, "list", "the connections of the org (and of --user)")):
         command.add_argument("--user", help="the account (for user connections)")
         _org_option(command)
         _add_options(command, _INTEGRATION_OPTIONS)
-    listed.add_argument("--integration", help="only this integration's")
-    remove = actions.add_parser("remove", help="remove a connection, and the values it stored")
+    listed.add_argument("--integration", metavar="SLUG", help="only this integration's")
+    _json_option(listed)
+    remove = _command(actions, "remove", "remove a connection, and the values it stored")
     remove.add_argument("connection", metavar="OWNER/INTEGRATION/NAME")
     remove.add_argument("--user", help="the account a user connection belongs to")
     _org_option(remove)
     _add_options(remove, _INTEGRATION_OPTIONS)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["mcp-stdio-lifeline"]:
-        # How the single binary re-executes itself as the shim a stdio MCP server runs under; not for people.
-        from executor_mcp.integrations.mcp.lifeline import main as lifeline_main
-
-        return lifeline_main(arguments[1:])
-    args = _parser().parse_args(arguments)
-    if args.command == "sandbox-worker":
+def _hidden(command: str) -> Callable[[list[str]], int] | None:
+    """How the single binary re-executes itself (a sandbox worker, the zygote that forks them, the shim a stdio MCP
+    server runs under): commands not for people, so argparse never hears of them and no help or error lists them."""
+    if command == "sandbox-worker":
         from executor_mcp.sandbox.worker import main as worker_main  # light: the worker needs no server
 
-        return worker_main()
-    if args.command == "sandbox-zygote":
+        return lambda _: worker_main()
+    if command == "sandbox-zygote":
         from executor_mcp.sandbox.zygote import main as zygote_main
 
-        return zygote_main()
+        return lambda _: zygote_main()
+    if command == "mcp-stdio-lifeline":
+        from executor_mcp.integrations.mcp.lifeline import main as lifeline_main
+
+        return lifeline_main
+    return None
+
+
+# What a command ends with when the reader of its output went away (`sessions list | head -1`): the status a
+# shell reports for a process that SIGPIPE ended (128 + 13), as `yes | head` reports it, not a traceback.
+CLOSED_PIPE_STATUS = 141
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and (hidden := _hidden(arguments[0])) is not None:
+        return hidden(arguments[1:])
+    try:
+        status = _run(_parser().parse_args(arguments))
+        sys.stdout.flush()  # inside the try: a closed pipe shows here for output still buffered
+    except BrokenPipeError:
+        return _closed_pipe()
+    except BaseExceptionGroup as group:
+        if group.split(BrokenPipeError)[1] is not None:
+            raise
+        return _closed_pipe()
+    return status
+
+
+def _closed_pipe() -> int:
+    """Standard output's reader is gone: point stdout at /dev/null, so that the interpreter's last flush has
+    somewhere to go instead of printing a second error (the Python documentation's recipe for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_PIPE_STATUS
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "version":
+        return _version(args.json)
+    if args.command == "config-reference":
+        print(render_markdown(), end="")
+        return 0
     try:
         settings = load_settings(vars(args))
     except ConfigError as exc:
@@ -298,7 +416,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(settings)
     if args.command == "stdio":
         return _serve_stdio(settings, args.elicitation_mode, args.mode)
+    if args.command == "doctor":
+        return _doctor(settings, args.json)
     return trio.run(_admin(args, settings))
+
+
+def _version(as_json: bool) -> int:
+    if not as_json:
+        print(f"executor-mcp {__version__}")
+        return 0
+    shown = {
+        "version": __version__,
+        "python": platform.python_version(),
+        "trio": trio.__version__,
+        "platform": platform.platform(),
+        "build": "frozen" if getattr(sys, "frozen", False) else "source",
+    }
+    print(json.dumps(shown, indent=2))
+    return 0
+
+
+def _doctor(settings: Settings, as_json: bool) -> int:
+    from executor_mcp.doctor.checks import exit_status, text_line
+    from executor_mcp.doctor.probes import run_all
+
+    found = trio.run(run_all, settings)
+    if as_json:
+        print(json.dumps([{"check": c.check, "status": c.status.value, "detail": c.detail} for c in found], indent=2))
+    else:
+        for check in found:
+            print(text_line(check))
+    return exit_status(found)
 
 
 def _admin(args: argparse.Namespace, settings: Settings):
@@ -309,21 +457,21 @@ def _admin(args: argparse.Namespace, settings: Settings):
     data_dir = settings.data_dir
     match args.command, getattr(args, "action", None):
         case "orgs", "list":
-            return partial(admin.orgs_list, data_dir)
+            return partial(admin.orgs_list, data_dir, args.json)
         case "orgs", "revoke" | "restore":
             return partial(admin.orgs_set_revoked, data_dir, args.org, args.action == "revoke")
         case "keys", "create":
             return partial(admin.keys_create, data_dir, args.user, args.org, args.admin)
         case "keys", "list":
-            return partial(admin.keys_list, data_dir)
+            return partial(admin.keys_list, data_dir, args.json)
         case "policies", "list":
-            return partial(admin.policies_list, data_dir, args.org, args.user)
+            return partial(admin.policies_list, data_dir, args.org, args.user, args.json)
         case "policies", "add":
             return partial(
                 admin.policies_add, data_dir, args.org, args.user, args.pattern, args.policy_action, args.position
             )
         case "sessions", "list":
-            return partial(admin.sessions_list, data_dir)
+            return partial(admin.sessions_list, data_dir, args.json)
         case "sessions", "show":
             return partial(admin.sessions_show, data_dir, args.session_id)
         case "audit", "list":
@@ -390,7 +538,7 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
                 ),
             )
         case "integrations", "list":
-            return partial(commands.integrations_list, settings, args.org)
+            return partial(commands.integrations_list, settings, args.org, args.json)
         case "integrations", "show":
             return partial(commands.integrations_show, settings, args.org, args.slug)
         case "integrations", "update":
@@ -413,7 +561,7 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
                 sys.stdin.isatty(),
             )
         case "connections", "list":
-            return partial(commands.connections_list, settings, args.org, args.user, args.integration)
+            return partial(commands.connections_list, settings, args.org, args.user, args.integration, args.json)
         case _:
             return partial(commands.connections_remove, settings, args.org, args.user, args.connection)
 

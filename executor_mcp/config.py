@@ -218,11 +218,15 @@ def _log_format(text: str) -> str:
 
 @attrs.frozen
 class Option:
+    """One option: its flag, environment variable and TOML key derive from `name`, its default is `Settings`'."""
+
     name: str
     parse: Callable[[str], Any]
-    help: str
+    help: str  # what it does; the default is not repeated here (`config_reference.default_text` renders it)
     repeatable: bool = False  # a flag given again adds a value; env is comma-separated; TOML is a list
     switch: bool = False  # a flag with no value turns it on; env and TOML say true or false
+    metavar: str | None = None  # the value's placeholder in help, when the parser's (`_METAVARS`) says too little
+    default: str | None = None  # the default in words, when `Settings`' value is computed or says too little
 
     @property
     def flag(self) -> str:
@@ -232,63 +236,121 @@ class Option:
     def env(self) -> str:
         return ENV_PREFIX + self.name.upper()
 
+    @property
+    def toml_key(self) -> str:
+        return self.name.replace("_", "-")
+
+    @property
+    def placeholder(self) -> str:
+        """What help shows for the value: `--port PORT`, `--auth {none,jwt}`."""
+        return self.metavar or _METAVARS.get(self.parse) or self.name.rsplit("_", 1)[-1].upper()
+
+
+_METAVARS: dict[Callable[[str], Any], str] = {
+    _port: "PORT",
+    _seconds: "SECONDS",
+    _positive_seconds: "SECONDS",
+    _positive_int: "N",
+    _heap_mib: "MIB",
+    _auth: "{none,jwt}",
+    _log_level: "{debug,info,warning,error}",
+    _log_format: "{text,json}",
+    _url: "URL",
+    _origin: "ORIGIN",
+    _host_name: "HOST[:PORT]",
+    _text: "TEXT",
+    _claim: "NAME=VALUE",
+    _directory: "DIR",
+    _secret_env_name: "NAME",
+    Path: "PATH",
+}
 
 OPTIONS = (
-    Option("host", str, "address to bind (default 127.0.0.1; a non-loopback address needs auth)"),
-    Option("port", _port, f"port to bind; 0 picks a free one (default {DEFAULT_PORT})"),
-    Option("data_dir", Path, "where session files and the control plane live (default: user data dir)"),
-    Option("shutdown_grace", _seconds, "seconds in-flight requests get to finish on shutdown (default 10)"),
-    Option("log_level", _log_level, "debug, info, warning or error (default info)"),
-    Option("log_format", _log_format, "text, or json: one object per line with the request's context (default text)"),
+    Option("host", str, "address to bind; a non-loopback address needs --auth jwt", metavar="HOST"),
+    Option("port", _port, "port to bind; 0 picks a free one (the announced URL shows it)"),
+    Option(
+        "data_dir",
+        Path,
+        "where session files and the control plane live",
+        metavar="DIR",
+        default="the platform's user data dir, e.g. ~/.local/share/executor-mcp",
+    ),
+    Option("shutdown_grace", _seconds, "seconds in-flight requests get to finish on shutdown"),
+    Option("log_level", _log_level, "the least severe log lines written to stderr"),
+    Option("log_format", _log_format, "text, or json: one object per line with the request's context"),
     Option(
         "metrics_token_file",
         Path,
-        "file holding the bearer token /metrics requires (surrounding whitespace trimmed); needed for /metrics "
-        "with --auth jwt (default: /metrics open with --auth none)",
+        "file holding the bearer token /metrics requires (surrounding whitespace trimmed); without one, /metrics "
+        "is open with --auth none and refused with --auth jwt",
+        metavar="FILE",
     ),
     Option(
         "execution_timeout",
         _positive_seconds,
-        "seconds of sandbox wall clock per execution, paused during tool calls (default 300)",
+        "seconds of sandbox wall clock per execution, paused while a tool call is in flight",
     ),
-    Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution (default 60)"),
-    Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512 (default 64)"),
-    Option("execution_max_timers", _positive_int, "pending setTimeout timers per execution (default 10000)"),
-    Option("execution_max_tool_calls", _positive_int, "tool calls in flight per execution (default 1000)"),
+    Option("execution_cpu_limit", _positive_seconds, "seconds of CPU per execution"),
+    Option("execution_memory_limit", _heap_mib, "MiB of JavaScript heap per execution, at most 512"),
+    Option(
+        "execution_max_timers",
+        _positive_int,
+        "pending setTimeout timers per execution; one more throws a RangeError in the code",
+    ),
+    Option(
+        "execution_max_tool_calls",
+        _positive_int,
+        "tool calls in flight per execution; one more rejects with a RangeError",
+    ),
     Option(
         "execution_journal_limit",
         _positive_int,
-        "MiB an execution may observe from outside (tool results, timers, clock readings), kept so that a pause "
-        "survives a restart (default 64)",
+        "MiB an execution may observe from outside (tool results, timers, clock readings), journalled so that a "
+        "pause survives a restart; past it the execution ends",
+        metavar="MIB",
     ),
-    Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (default 64)"),
+    Option("sandbox_workers", _positive_int, "most sandbox worker processes at once (one per running execution)"),
     Option(
         "max_executions_per_account",
         _positive_int,
-        "executions one account may have running or paused at once; one more is refused (default "
-        f"{DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt; with --auth none, what the pool gives one account)",
+        "executions one account may have running or paused at once in an org; one more is refused",
+        default=f"{DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt; with --auth none, what the pool gives its one "
+        "account (56 of 64 workers)",
     ),
-    Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval (default 240)"),
-    Option("session_timeout", _positive_seconds, "idle seconds before a session's runtime is disposed (default 300)"),
+    Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval"),
+    Option(
+        "session_timeout",
+        _positive_seconds,
+        "idle seconds before a session's runtime is disposed (the session stays)",
+    ),
     Option(
         "paused_session_idle_timeout",
         _positive_seconds,
-        "idle seconds a runtime with a paused execution is kept (default 540)",
+        "idle seconds a runtime with a paused execution is kept",
     ),
-    Option("max_sessions_per_user", _positive_int, "sessions per account; one more evicts the oldest (default 256)"),
-    Option("session_retention", _positive_seconds, "idle seconds before a stored session is wiped (default 30 days)"),
-    Option("audit_retention", _positive_seconds, "seconds an audit record is kept (default 30 days)"),
-    Option("auth", _auth, "none (loopback only, one implicit local principal) or jwt (default none)"),
-    Option("public_url", _url, "the URL clients reach this server at (default http://HOST:PORT of the bind)"),
-    Option("jwt_secret_file", Path, "file holding the HS256 key (surrounding whitespace trimmed)"),
-    Option("jwks_url", _url, "JWKS URL for RS256/ES256 tokens"),
+    Option(
+        "max_sessions_per_user",
+        _positive_int,
+        "sessions per account in an org; one more evicts the least recently active",
+    ),
+    Option("session_retention", _positive_seconds, "idle seconds before a stored session is wiped"),
+    Option("audit_retention", _positive_seconds, "seconds an audit record is kept"),
+    Option("auth", _auth, "none (loopback only, one implicit local principal) or jwt (bearer tokens, API keys)"),
+    Option(
+        "public_url",
+        _url,
+        "the URL clients reach this server at, used in the 401 challenge and the metadata",
+        default="http://HOST:PORT of the bind",
+    ),
+    Option("jwt_secret_file", Path, "file holding the HS256 key (surrounding whitespace trimmed)", metavar="FILE"),
+    Option("jwks_url", _url, "JWKS URL for RS256/ES256 tokens (exactly one of this and --jwt-secret-file)"),
     Option("jwt_issuer", _text, "required `iss` of tokens"),
     Option("jwt_audience", _text, "required `aud` of tokens"),
     Option(
         "org_admin_claim",
         _claim,
-        "NAME=VALUE: only tokens with this claim (and API keys made with --admin) change org rules "
-        "(default: every member of the org)",
+        "e.g. org_role=admin: only tokens with this claim (and API keys made with --admin) change org rules",
+        default="none: every member of the org",
     ),
     Option(
         "authorization_server",
@@ -299,39 +361,42 @@ OPTIONS = (
     Option(
         "allowed_origin",
         _origin,
-        "with --auth none, a browser Origin allowed besides the server's own (repeatable)",
+        "with --auth none, a browser Origin allowed besides the server's own (and, on loopback, "
+        "http://127.0.0.1:PORT, http://localhost:PORT and http://[::1]:PORT) (repeatable)",
         repeatable=True,
     ),
     Option(
         "allowed_host",
         _host_name,
-        "with --auth none, a Host header allowed besides the bind and public URL hosts, NAME[:PORT] (repeatable)",
+        "with --auth none, a Host header allowed besides the bind and public URL hosts (and, on loopback, "
+        "127.0.0.1, localhost and [::1] with the bound port) (repeatable)",
         repeatable=True,
     ),
     Option(
         "allow_local_network",
         _switch,
-        "let integrations reach loopback, private and link-local addresses (default off: the SSRF guard refuses "
-        "them; metadata addresses stay refused)",
+        "let integrations reach loopback, private and link-local addresses (off: the SSRF guard refuses them; "
+        "metadata addresses stay refused)",
         switch=True,
     ),
     Option(
         "allow_stdio_mcp",
         _switch,
-        "let MCP integrations run local commands as stdio MCP servers (default off; each runs with an empty "
-        "environment plus the variables its connection names)",
+        "let MCP integrations run local commands as stdio MCP servers (each runs with an empty environment plus "
+        "the variables its connection names)",
         switch=True,
     ),
     Option(
         "integration_max_response_bytes",
         _positive_int,
-        "bytes of an integration's buffered response, past which the call fails "
-        f"(default {DEFAULT_MAX_RESPONSE_BYTES})",
+        "bytes of an integration's buffered response, past which the call fails (upstream_response_too_large)",
+        metavar="BYTES",
     ),
     Option(
         "integration_max_spec_bytes",
         _positive_int,
-        f"bytes of an OpenAPI document, past which it is refused (default {DEFAULT_MAX_SPEC_BYTES})",
+        "bytes of an OpenAPI document, past which it is refused",
+        metavar="BYTES",
     ),
     Option(
         "secret_env",

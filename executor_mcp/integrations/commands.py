@@ -22,9 +22,10 @@ from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.errors import IntegrationError, InvalidInput
 from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.model import MCP, NO_AUTH, TOKEN
+from executor_mcp.integrations.model import MCP, NO_AUTH, TOKEN, ConnectionRecord, IntegrationRecord
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.wire import connection_json, integration_json
+from executor_mcp.listing import print_listing
 from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
@@ -247,13 +248,16 @@ async def integrations_add_mcp(settings: Settings, org_id: str, body: JsonObject
     return 0
 
 
-async def integrations_list(settings: Settings, org_id: str) -> int:
+def _integration_line(record: IntegrationRecord) -> str:
+    where = integration_json(record).get("displayUrl") or record.config.get("command") or "-"
+    return f"{record.slug}\t{record.kind}\t{record.name}\t{where}"
+
+
+async def integrations_list(settings: Settings, org_id: str, as_json: bool = False) -> int:
+    """`--json` rows are the HTTP API's (`GET /api/integrations`, less the built-in one)."""
     async with _service(settings) as integrations:
         records = await integrations.integrations(_principal(org_id, None))
-    for record in records:
-        shown = integration_json(record)
-        where = shown.get("displayUrl") or record.config.get("command") or "-"
-        print(f"{record.slug}\t{record.kind}\t{record.name}\t{where}")
+    print_listing(records, as_json, f"no integrations in organization {org_id}", _integration_line, integration_json)
     return 0
 
 
@@ -354,15 +358,21 @@ async def connections_add(
     return 0
 
 
-async def connections_list(settings: Settings, org_id: str, account_id: str | None, integration: str | None) -> int:
+def _connection_line(record: ConnectionRecord) -> str:
+    shown = connection_json(record)
+    return f"{shown['address']}\t{shown['template']}\t{shown['provider'] or '-'}\t{shown['description'] or ''}"
+
+
+async def connections_list(
+    settings: Settings, org_id: str, account_id: str | None, integration: str | None, as_json: bool = False
+) -> int:
+    """`--json` rows are the HTTP API's (`GET /api/connections`): where a value is kept, never the value."""
     try:
         async with _service(settings) as integrations:
             records = await integrations.connections(_principal(org_id, account_id), integration)
     except IntegrationError as error:
         return _refused(error)
-    for record in records:
-        shown = connection_json(record)
-        print(f"{shown['address']}\t{shown['template']}\t{shown['provider'] or '-'}\t{shown['description'] or ''}")
+    print_listing(records, as_json, f"no connections in organization {org_id}", _connection_line, connection_json)
     return 0
 
 
