@@ -1,10 +1,10 @@
 """The audit log in a running server: records written in batches, read back per org, swept after retention.
 
 A tool call hands its record over and goes on: a bounded channel carries it to one writer task, which puts
-what has gathered in one transaction (a burst of calls costs one write, not one each). A full channel makes
-the calls wait rather than lose records. The writer and the sweeper are owned by the server's root nursery;
-a failed write is logged and retried by the background loop, and the records it held are kept for the retry.
-At shutdown the channel is drained before the control plane closes.
+what has gathered over `GATHER_SECONDS` in one transaction (a burst of calls costs one write, not one each).
+A full channel makes the calls wait rather than lose records. The writer and the sweeper are owned by the
+server's root nursery; a failed write is logged and retried by the background loop, and the records it held
+are kept for the retry. At shutdown the channel is drained before the control plane closes.
 """
 
 import logging
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 QUEUED = 4096  # records waiting for the writer; one more makes its call wait
 BATCH = 512
+GATHER_SECONDS = 0.2  # what a crash (not a shutdown, which drains) may lose of the newest records
 SWEEP_INTERVAL = 3600.0
 SWEEP_BATCH = 1000
 SCAN_FACTOR = 20  # a filtered page looks at up to this many records per one it may return
@@ -79,11 +80,11 @@ class AuditTrail:
         while True:
             if not self._held:
                 self._held.append(await self._receive.receive())
-            while len(self._held) < BATCH:
-                try:
-                    self._held.append(self._receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
+            # Gather before committing: a commit holds the control plane (policy look-ups wait on it) through its
+            # sync to disk, so a program's burst of calls should cost a few commits, not one each.
+            with trio.move_on_after(GATHER_SECONDS):
+                while len(self._held) < BATCH:
+                    self._held.append(await self._receive.receive())
             await self._control.append_audit([(record_key(record), to_bytes(record)) for record in self._held])
             self._held.clear()
             if not self._receive.statistics().current_buffer_used:

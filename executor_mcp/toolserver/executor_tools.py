@@ -246,6 +246,8 @@ def executor_tools(
             if pause.expires_at <= now or not context.session.owner.may_act_on(pause.owner):
                 book.expire_kept(pause.pause())
                 dead.append(forget)
+                if audit is not None:  # its call was cut off by the restart, and nothing will run it again
+                    await audit(unanswered_record(pause.pause(), context.session.session_id, now))
                 continue
             unknown = execution.pending.unknown()
             if unknown is not None:  # it can only fail: say so to its resume instead of asking anyone first
@@ -385,6 +387,26 @@ def audit_record(
         approval=_approval_outcome(note, outcome),
         answered_by=None if approval is None else approval.by,
         execution_id=None if approval is None else approval.execution_id,
+    )
+
+
+def unanswered_record(pause: Pause, session_id: str, now: float) -> AuditRecord:
+    """The record of a gated call whose approval window closed while the server was down."""
+    asked_by = pause.interaction.asked_by
+    return AuditRecord(
+        at=pause.created_at,
+        account=pause.owner.account_id,
+        org=pause.owner.org_id,
+        session_id=session_id,
+        tool=pause.interaction.address[:MAX_TOOL_PATH],
+        decision=REQUIRE_APPROVAL,
+        outcome=CUT_OFF,
+        duration_ms=max(0.0, now - pause.created_at) * 1000,
+        rule_id=asked_by.rule_id,
+        rule_owner=asked_by.owner,
+        rule_pattern=asked_by.pattern,
+        approval=UNANSWERED,
+        execution_id=pause.id,
     )
 
 

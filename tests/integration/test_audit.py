@@ -203,3 +203,18 @@ async def test_an_unanswered_approval_is_recorded_when_its_window_closes(
     assert (record["decision"], record["approval"], record["outcome"]) == ("require_approval", "unanswered", "cut_off")
     assert record["executionId"] is None  # no answer, so none carried the pause's id
     assert execution_id(paused).startswith("exec_")
+
+
+async def test_an_approval_that_expired_while_the_server_was_down_is_recorded_at_its_revival(
+    nursery: trio.Nursery, data_dir: Path, http: httpx.AsyncClient
+) -> None:
+    first = await start_server(nursery, data_dir, approval_window=1.0)
+    await add_policy(http, first, GATED, "require_approval")
+    async with connect(first.url, mode="legacy") as (client, _):
+        execution = execution_id(await client.call_tool("execute", {"code": f"return await tools.{GATED}({{}});"}))
+        await first.stop()
+    await trio.sleep(1.5)  # the window closes while nothing runs
+    second = await start_server(nursery, data_dir, approval_window=1.0)
+    (record,) = await audited(http, second, 1)
+    assert (record["tool"], record["approval"], record["outcome"]) == (GATED, "unanswered", "cut_off")
+    assert (record["executionId"], record["rule"]["pattern"]) == (execution, GATED)
