@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 QUEUED = 4096  # records waiting for the writer; one more makes its call wait
 BATCH = 512
+HAND_OVER_SECONDS = 30.0  # how long a call waits for room in a full queue before its record is dropped, said
 GATHER_SECONDS = 0.2  # what a crash (not a shutdown, which drains) may lose of the newest records
 SWEEP_INTERVAL = 3600.0
 SWEEP_BATCH = 1000
@@ -58,10 +59,12 @@ class AuditTrail:
 
     async def record(self, record: AuditRecord) -> None:
         """Hand a record to the writer (waits only while the writer is `QUEUED` behind). Shielded: a call's
-        record is written however the call ended."""
-        with trio.CancelScope(shield=True):
+        record is written however the call ended; bounded, so that a writer gone for good cannot hold it."""
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + HAND_OVER_SECONDS) as waited:
             self._idle = trio.Event() if self._idle.is_set() else self._idle
             await self._send.send(record)
+        if waited.cancelled_caught:
+            log.error("an audit record of %s was dropped: the audit writer is %d records behind", record.tool, QUEUED)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
