@@ -174,17 +174,11 @@ class _HeldState:
         snapshot = self._metrics._snapshot
         if snapshot is None:
             return
-        sessions = GaugeMetricFamily(f"{PREFIX}_sessions", "Sessions by lifecycle state", labels=("state",))
-        for state, count in sorted(snapshot.sessions.items()):
-            sessions.add_metric((state,), count)
-        yield sessions
+        yield _by_state(f"{PREFIX}_sessions", "Sessions by lifecycle state", snapshot.sessions)
         yield GaugeMetricFamily(
             f"{PREFIX}_paused_executions", "Executions paused for an approval", value=snapshot.paused_executions
         )
-        workers = GaugeMetricFamily(f"{PREFIX}_sandbox_workers", "Sandbox worker processes by state", labels=("state",))
-        for state, count in sorted(snapshot.workers.items()):
-            workers.add_metric((state,), count)
-        yield workers
+        yield _by_state(f"{PREFIX}_sandbox_workers", "Sandbox worker processes by state", snapshot.workers)
         yield GaugeMetricFamily(
             f"{PREFIX}_control_plane_bytes", "Size of the control plane's LMDB file", value=snapshot.control_plane_bytes
         )
@@ -196,3 +190,11 @@ class _HeldState:
         yield GaugeMetricFamily(
             f"{PREFIX}_session_files", "Session LMDB files counted for that total", value=snapshot.session_files
         )
+
+
+def _by_state(name: str, documentation: str, counts: Mapping[str, int]) -> GaugeMetricFamily:
+    """A gauge with one sample per state, in a stable order."""
+    family = GaugeMetricFamily(name, documentation, labels=("state",))
+    for state, count in sorted(counts.items()):
+        family.add_metric((state,), count)
+    return family

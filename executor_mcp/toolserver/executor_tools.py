@@ -244,10 +244,11 @@ def executor_tools(
             pause = execution.pause
             forget = (execution.journal.key, [*execution.stale, pause.id])
             if pause.expires_at <= now or not context.session.owner.may_act_on(pause.owner):
-                book.expire_kept(pause.pause())
+                expired = pause.pause()
+                book.expire_kept(expired)
                 dead.append(forget)
                 if audit is not None:  # its call was cut off by the restart, and nothing will run it again
-                    await audit(unanswered_record(pause.pause(), context.session.session_id, now))
+                    await audit(unanswered_record(expired, context.session.session_id, now))
                 continue
             unknown = execution.pending.unknown()
             if unknown is not None:  # it can only fail: say so to its resume instead of asking anyone first
