@@ -47,6 +47,7 @@ from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import executor_tools
 from executor_mcp.toolserver.modern import ModernCalls
 from executor_mcp.toolserver.registry import ToolFactory
+from executor_mcp.transport import connections
 from executor_mcp.transport.asgi import AsgiApp
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
@@ -126,6 +127,7 @@ Front = Callable[..., Awaitable[None]]
 async def _hypercorn_front(
     settings: Settings, app: AsgiApp, shutdown_trigger: Callable[[], Awaitable[None]], *, task_status
 ) -> None:
+    connections.install()
     await hypercorn.trio.serve(
         app, _hypercorn_config(settings), shutdown_trigger=shutdown_trigger, task_status=task_status
     )

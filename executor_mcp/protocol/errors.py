@@ -81,6 +81,12 @@ class Refusal(enum.Enum):
     NO_ORGANIZATION = Envelope(403, Code.SESSION, "No organization in session — log in via the web app first")
     AUTH_UNAVAILABLE = Envelope(503, Code.SESSION, "Authentication temporarily unavailable - please retry")
     INTERNAL = Envelope(500, Code.INTERNAL_ERROR, "Internal server error")
+    # Requests the HTTP/1.1 parser cannot frame (answered by `transport/connections.py`, by h11's status hint).
+    MALFORMED_HTTP = Envelope(400, Code.INVALID_REQUEST, "Bad Request: malformed HTTP request")
+    HEADERS_TOO_LARGE = Envelope(431, Code.INVALID_REQUEST, "Request Header Fields Too Large")
+    UNSUPPORTED_TRANSFER_ENCODING = Envelope(
+        501, Code.INVALID_REQUEST, "Not Implemented: unsupported Transfer-Encoding (only chunked is supported)"
+    )
 
 
 class Refused(Exception):

@@ -123,7 +123,7 @@ class StdioBridge:
     async def _line(self, app: AsgiApp, nursery: trio.Nursery, line: bytes) -> None:
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
             message = None  # the app answers it: the same parse error an HTTP client gets
         if isinstance(message, dict) and message.get("method") == "initialize":
             await self._initialize(app, line)

@@ -77,8 +77,9 @@ def _initialize(request_id: int) -> bytes:
 
 
 async def test_hostile_lines_are_answered_and_the_session_goes_on(tmp_path: Path) -> None:
-    """Bad JSON and an over-long line each get a JSON-RPC parse error (the long one is never buffered whole),
-    and the session's requests before and after them are served: every line out is one JSON-RPC message."""
+    """Bad JSON, JSON nested past the parser's depth and an over-long line each get a JSON-RPC parse error (the
+    long one is never buffered whole), and the session's requests before and after them are served: every line
+    out is one JSON-RPC message."""
     too_long = b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"' + b"x" * (MAX_BODY_BYTES + 10) + b'"}}'
     call = {
         "jsonrpc": "2.0",
@@ -90,6 +91,7 @@ async def test_hostile_lines_are_answered_and_the_session_goes_on(tmp_path: Path
         _initialize(1),
         b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
         b"this is not json",
+        b"[" * 100_000 + b"]" * 100_000,  # 200 KB, under the line cap, past the parser's recursion limit
         too_long,
         b"",
         b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
@@ -111,7 +113,7 @@ async def test_hostile_lines_are_answered_and_the_session_goes_on(tmp_path: Path
     assert by_id[2] == {"jsonrpc": "2.0", "id": 2, "result": {}}
     assert by_id[3]["result"]["structuredContent"]["status"] == "completed"
     parse_errors = [answer["error"] for answer in answers if answer["id"] is None]
-    assert [error["code"] for error in parse_errors] == [-32700, -32700]
+    assert [error["code"] for error in parse_errors] == [-32700, -32700, -32700]
     assert 9 not in by_id  # the over-long request was refused unread
 
 
