@@ -219,6 +219,31 @@ def _without_query_names(url: httpx.URL, names: frozenset[str]) -> httpx.URL:
     return url.copy_with(query=None).copy_merge_params(kept) if kept else url.copy_with(query=None)
 
 
+def _redirect_target(url: httpx.URL, location: str) -> httpx.URL:
+    """Where a redirect points; `OutboundFailure` for a Location that names no host to go to.
+
+    An absolute Location without an authority (`http:127.0.0.1/`) is refused rather than read as a path
+    relative to the current URL, as lenient parsers do; so is anything that does not parse."""
+    try:
+        target = url.join(location)
+        named = httpx.URL(location)
+    except httpx.InvalidURL:
+        target = named = None
+    if named is not None and named.scheme not in ("", "http", "https"):
+        return url.join(location)  # the guard refuses the scheme, by name
+    if target is None or named is None or not target.host or (named.scheme and not named.host):
+        raise OutboundFailure(UNREACHABLE, f"Upstream {origin_of(url)} sent an invalid redirect.")
+    return target
+
+
+def _with_default_encoding(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One layer of gzip at most unless the request asks otherwise: `_Decoder` expands it in bounded steps
+    (httpx would expand any stack of encodings a chunk at a time, past every size cap)."""
+    if any(name.lower() == "accept-encoding" for name, _ in headers):
+        return headers
+    return [("Accept-Encoding", "gzip"), *headers]
+
+
 def _media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
@@ -242,31 +267,26 @@ class Outbound:
         self._backend = GuardedBackend(
             allow_local_network=self.settings.allow_local_network, resolver=resolver or system_resolver
         )
-        self._client: httpx.AsyncClient | None = None
+        self._transport: GuardedTransport | None = None
 
     async def __aenter__(self) -> Self:
-        client = httpx.AsyncClient(
-            transport=GuardedTransport(self._backend), follow_redirects=False, timeout=None, trust_env=False
-        )
-        # httpx's defaults would add `Accept: */*` and its own User-Agent; requests carry exactly their own.
-        del client.headers["accept"]
-        del client.headers["user-agent"]
-        # One layer of gzip at most, which `_Decoder` expands in bounded steps (httpx would expand any stack
-        # of encodings a chunk at a time, past every size cap).
-        client.headers["accept-encoding"] = "gzip"
-        self._client = await client.__aenter__()
+        # Requests go to the transport, not through an `httpx.AsyncClient`: a client keeps a cookie jar (an
+        # upstream's Set-Cookie for one caller would ride along on the next caller's request to that host),
+        # adds `Accept: */*` and its own User-Agent, and parses each redirect's Location as it arrives,
+        # raising on one it cannot parse. Redirects are followed here, by `_open`.
+        self._transport = GuardedTransport(self._backend)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
             # Shielded: the pool closes its connections one by one, and a cancelled close (the server's
             # nursery is being cancelled) would leave the rest to the garbage collector. Closing a socket
             # does not wait on the network, so the shield cannot hold shutdown up.
             with trio.CancelScope(shield=True):
-                await client.__aexit__(exc_type, exc, tb)
+                await transport.aclose()
 
     async def send(self, request: OutboundRequest, *, collect_streams: bool = True) -> OutboundResponse:
         """Send `request`, following redirects, and read its answer within the configured deadlines and caps.
@@ -335,10 +355,10 @@ class Outbound:
                 with trio.CancelScope(shield=True):
                     await response.aclose()
 
-    def _require_client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def _require_transport(self) -> GuardedTransport:
+        if self._transport is None:
             raise RuntimeError("Outbound is used outside its `async with` block")
-        return self._client
+        return self._transport
 
     async def _exchange(
         self,
@@ -374,7 +394,7 @@ class Outbound:
 
     async def _open(self, request: OutboundRequest) -> httpx.Response:
         """The first non-redirect answer (headers only), each hop checked by the guard and by the backend."""
-        client = self._require_client()
+        transport = self._require_transport()
         try:
             url = httpx.URL(request.url)
         except httpx.InvalidURL:
@@ -389,7 +409,7 @@ class Outbound:
             refused = guard.check_target(url.scheme, url.host, allow_local_network=self.settings.allow_local_network)
             if refused is not None:
                 raise OutboundFailure(BLOCKED, refused.message)
-            response = await self._send_one(client, method, url, headers, body)
+            response = await self._send_one(transport, method, url, headers, body)
             location = response.headers.get("location")
             if response.status_code not in REDIRECT_STATUSES or location is None:
                 return response
@@ -400,10 +420,7 @@ class Outbound:
                     f"Upstream {origin_of(url)} redirected more than {self.settings.max_redirects} times; "
                     "the request was abandoned.",
                 )
-            try:
-                target = url.join(location)
-            except httpx.InvalidURL:
-                raise OutboundFailure(UNREACHABLE, f"Upstream {origin_of(url)} sent an invalid redirect.") from None
+            target = _redirect_target(url, location)
             if (response.status_code == 303 and method != "HEAD") or (
                 response.status_code in (301, 302) and method == "POST"
             ):
@@ -418,14 +435,15 @@ class Outbound:
 
     async def _send_one(
         self,
-        client: httpx.AsyncClient,
+        transport: GuardedTransport,
         method: str,
         url: httpx.URL,
         headers: list[tuple[str, str]],
         body: bytes | None,
     ) -> httpx.Response:
+        built = httpx.Request(method, url, headers=_with_default_encoding(headers), content=body)
         try:
-            return await client.send(client.build_request(method, url, headers=headers, content=body), stream=True)
+            response = await transport.handle_async_request(built)
         except _Refused as refused:
             raise OutboundFailure(refused.code, refused.message) from None
         except (httpcore.ConnectError, httpcore.ConnectTimeout, httpx.ConnectError, socket.gaierror, OSError):
@@ -436,6 +454,8 @@ class Outbound:
             raise OutboundFailure(
                 UNREACHABLE, f"The connection to upstream {origin_of(url)} failed before the answer arrived."
             ) from None
+        response.request = built
+        return response
 
     async def _read_buffered(
         self, response: httpx.Response, headers: dict[str, str], *, body_timeout: float, max_bytes: int

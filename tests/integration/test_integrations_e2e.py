@@ -121,6 +121,8 @@ def orders_spec(server_url: str) -> dict[str, Any]:
 
 
 def shop(request: Received) -> Answer:
+    if request.path == "/orders/moved":
+        return Answer(status=302, headers=(("location", "http:127.0.0.1/"),))
     if request.path.startswith("/orders") and request.path.endswith("/invoice"):
         return Answer(body=b"%PDF-1.4 invoice", content_type="application/pdf")
     if request.method == "POST" and request.path == "/orders":
@@ -128,7 +130,11 @@ def shop(request: Received) -> Answer:
     if request.path.startswith("/orders/"):
         if request.headers.get("x-api-key") != SECRET:
             return Answer(status=401, body=b'{"message": "bad key"}')
-        return Answer(body=json.dumps({"id": request.path.rsplit("/", 1)[-1], "status": "shipped"}).encode())
+        # A session cookie, as many APIs set: it must never ride along on another caller's request.
+        cookie = (("set-cookie", f"tracking={request.path.rsplit('/', 1)[-1]}; Path=/"),)
+        return Answer(
+            body=json.dumps({"id": request.path.rsplit("/", 1)[-1], "status": "shipped"}).encode(), headers=cookie
+        )
     return Answer(status=404, body=b'{"message": "no such route"}')
 
 
@@ -216,6 +222,22 @@ async def test_an_agent_finds_describes_and_calls_an_openapi_tool_with_the_conne
     assert request.headers["x-api-key"] == SECRET
     assert request.headers["x-trace"] == "t2"
     assert SECRET not in json.dumps([found, described, called])
+
+
+async def test_an_invalid_redirect_is_a_typed_failure_and_no_cookie_is_kept_between_calls(
+    executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient, client: Client
+) -> None:
+    await add_orders(http, executor, upstream)
+    moved = await run(client, 'return await tools.orders.org.myMainKey.orders.getOrder({ orderId: "moved" });')
+    assert moved["ok"] is False
+    assert moved["error"]["code"] == "upstream_unreachable"
+    assert moved["error"]["message"] == f"Upstream {upstream.url} sent an invalid redirect."
+    for order in ("first", "second"):
+        called = await run(
+            client, f'return await tools.orders.org.myMainKey.orders.getOrder({{ orderId: "{order}" }});'
+        )
+        assert called["ok"] is True
+    assert [request.headers.get("cookie") for request in upstream.calls("/orders/")] == [None, None, None]
 
 
 async def test_a_write_pauses_with_its_method_and_path_and_reaches_the_upstream_only_once_approved(

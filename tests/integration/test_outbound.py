@@ -418,3 +418,32 @@ async def test_outbound_outside_its_block_refuses_to_send() -> None:
     outbound = Outbound(LOCAL)
     with pytest.raises(RuntimeError):
         await outbound.send(get("http://127.0.0.1:1/"))
+
+
+@pytest.mark.parametrize(
+    "location", ["http:127.0.0.1/", "http://[::1", "http://[zz]/", "https:", "https://:0/", "http://"]
+)
+async def test_a_redirect_that_names_no_valid_target_is_an_invalid_redirect(
+    nursery: trio.Nursery, location: str
+) -> None:
+    async def malformed(received: Received, reply: Reply) -> None:
+        await reply.send(302, [("location", location)])
+
+    upstream = await start_upstream(nursery, malformed)
+    async with Outbound(LOCAL) as outbound:
+        failure = await failure_of(outbound, get(f"{upstream.origin}/go"))
+    assert failure.code == "upstream_unreachable"
+    assert failure.message == f"Upstream {upstream.origin} sent an invalid redirect."
+    assert len(upstream.received) == 1
+
+
+async def test_no_cookie_an_upstream_sets_is_sent_again(nursery: trio.Nursery) -> None:
+    # One `Outbound` serves every caller: a cookie jar would hand one caller's upstream session to the next.
+    async def sets_a_cookie(received: Received, reply: Reply) -> None:
+        await reply.send(200, [("set-cookie", "session=first-caller; Path=/")], b"{}")
+
+    upstream = await start_upstream(nursery, sets_a_cookie)
+    async with Outbound(LOCAL) as outbound:
+        await outbound.send(get(f"{upstream.origin}/a"))
+        await outbound.send(get(f"{upstream.origin}/b"))
+    assert [received.header("cookie") for received in upstream.received] == [None, None]
