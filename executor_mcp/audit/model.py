@@ -25,7 +25,8 @@ APPROVE, REQUIRE_APPROVAL, BLOCK = "approve", "require_approval", "block"
 # How a gated call's approval ended; None when it was not gated.
 ACCEPTED, DECLINED, CANCELLED, UNANSWERED = "accepted", "declined", "cancelled", "unanswered"
 APPROVAL_OUTCOMES = {"accept": ACCEPTED, "decline": DECLINED, "cancel": CANCELLED}
-# How a call ended when it produced no `{ok: false, error: {code}}` of its own.
+# How a call ended when it produced no `{ok: false, error: {code}}` of its own; a call whose approval was refused
+# ends as its approval did (`declined`, `cancelled`), not as `threw`, though the refusal throws in the sandbox.
 OK, THREW, CUT_OFF = "ok", "threw", "cut_off"
 
 MAX_LISTED = 1000
@@ -42,7 +43,7 @@ class AuditRecord:
     session_id: str
     tool: str
     decision: str | None  # None: the call never reached a policy (an unknown tool, invalid arguments)
-    outcome: str  # ok, threw, cut_off, or the failure code of the call's result
+    outcome: str  # ok, threw, declined, cancelled, cut_off, or the failure code of the call's result
     duration_ms: float
     rule_id: str | None = None  # the rule that decided; None with a decision: the tool's own default
     rule_owner: str | None = None

@@ -160,38 +160,72 @@ def ttl_words(seconds: float) -> str:
     return f"{whole} second{'s' if whole != 1 else ''}"
 
 
+CONFIRMATION_PROMPT = (
+    "This is a model-side confirmation gate; no browser form is waiting. Ask the user whether to approve, then call "
+    'the resume tool with action "accept", "decline", or "cancel".'
+)
+
+
 def render_paused(
-    execution_id: str, message: str, address: str, args: Any, schema: JsonObject, expires_at: float, ttl: float
+    execution_id: str,
+    message: str,
+    address: str,
+    args: Any,
+    schema: JsonObject,
+    expires_at: float,
+    ttl: float,
+    why: str | None = None,
 ) -> JsonObject:
+    """Model mode's pause (upstream §3.5 "Paused"). A schema with no properties asks nothing but yes or no, so it
+    takes upstream's confirmation-gate wording, not "a response matching the requested schema" (upstream takes
+    that branch for every approval, §7); `why` (the rule or default that asked) follows the question."""
     deadline, window = iso(expires_at), ttl_words(ttl)
-    instructions = (
-        "Ask the user for values matching requestedSchema. Then call the resume tool with executionId "
-        f'"{execution_id}", action "accept", and content matching requestedSchema. If the user declines, call '
-        f'resume with action "decline" or "cancel". Resume before {deadline}; this approval window lasts {window}.'
-    )
+    confirmation = not schema.get("properties")
+    if confirmation:
+        base = (
+            "This is a model-side confirmation gate; there is no browser form to open. Ask the user whether to "
+            "approve the paused tool call. If the user approves, call the resume tool with executionId "
+            f'"{execution_id}" and action "accept". If the user declines, call resume with action "decline" or '
+            '"cancel".'
+        )
+        asking = [f"\n{CONFIRMATION_PROMPT}"]
+    else:
+        base = (
+            "Ask the user for values matching requestedSchema. Then call the resume tool with executionId "
+            f'"{execution_id}", action "accept", and content matching requestedSchema. If the user declines, call '
+            'resume with action "decline" or "cancel".'
+        )
+        asking = [
+            "\nAsk the user for a response matching the requested schema, then call the resume tool.",
+            f"\nRequested schema:\n{json.dumps(schema, indent=2)}",
+        ]
+    instructions = f"{base} Resume before {deadline}; this approval window lasts {window}."
     text = "\n".join(
         [
             f"Execution paused: {message}",
-            "\nAsk the user for a response matching the requested schema, then call the resume tool.",
-            f"\nRequested schema:\n{json.dumps(schema, indent=2)}",
+            *([f"\n{why}"] if why else []),
+            *asking,
             f"\nexecutionId: {execution_id}",
             f"\nresumeDeadline: {deadline} ({window} approval window)",
             f"\ninstructions: {instructions}",
         ]
     )
+    interaction: JsonObject = {
+        "kind": "form",
+        "message": message,
+        "instructions": instructions,
+        "address": address,
+        "args": args,
+        "requestedSchema": schema,
+    }
+    if why:
+        interaction["reason"] = why
     structured = {
         "status": PAUSED_STATUS,
         "executionId": execution_id,
         "expiresAt": deadline,
         "ttlMs": int(ttl * 1000),
-        "interaction": {
-            "kind": "form",
-            "message": message,
-            "instructions": instructions,
-            "address": address,
-            "args": args,
-            "requestedSchema": schema,
-        },
+        "interaction": interaction,
     }
     return {"content": [_text(text)], "structuredContent": structured}
 

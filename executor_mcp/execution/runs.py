@@ -610,7 +610,8 @@ def _deadline(pause: Pause) -> float:
 
 
 def model_worded(pause: Pause) -> JsonObject:
-    """A pause as model mode words it: the question, and how to answer it with `resume`."""
+    """A pause as model mode words it: the question, the rule or default that asked it, and how to answer it
+    with `resume`."""
     interaction = pause.interaction
     return render_paused(
         pause.id,
@@ -620,6 +621,7 @@ def model_worded(pause: Pause) -> JsonObject:
         interaction.requested_schema,
         pause.expires_at,
         pause.ttl,
+        why=interaction.asked_by.reason(interaction.address),
     )
 
 

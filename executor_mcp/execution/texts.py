@@ -76,7 +76,9 @@ Run JavaScript or TypeScript in a sandbox. Your code is the body of an async fun
 
 ## Rules
 
-- Use `emit(value)` to append user-visible output; it shows in order, before the return value.
+- Use `emit(value)` to append user-visible output, shown in order. Once anything is emitted, the text
+  result is the emitted items (then an error or the logs) and not the return value, which is kept only in
+  the structured result: emit everything that must be read, or emit nothing and return it.
 - `console.log`, `info`, `warn`, `error` and `debug` are captured and shown after `Logs:`.
 - Do not use `fetch`: the sandbox has no network, files, environment or processes. Reach the outside
   world only through `tools`.

@@ -39,6 +39,12 @@ class AskedBy:
             return "the tool's own default: it is marked as requiring approval"
         return f"{self.owner} policy {self.pattern} ({self.rule_id})"
 
+    def reason(self, address: str) -> str:
+        """Why the call of `address` waits for a yes or no, as a model reads it beside the question."""
+        if not self.by_rule:
+            return f'Why: tool "{address}" is annotated as requiring approval by default, and no policy overrides that.'
+        return f'Why: the {self.owner} policy "{self.pattern}" ({self.rule_id}) requires approval for tool "{address}".'
+
 
 TOOL_DEFAULT = AskedBy()
 

@@ -215,7 +215,7 @@ def executor_tools(
                 outcome = outcome_of(result)
                 return result
             except ToolThrow:
-                outcome = THREW
+                outcome = thrown_outcome(called.note)
                 raise
             finally:
                 # A call cut off by the server's restart runs again in the next process, which records it.
@@ -364,6 +364,15 @@ def outcome_of(result: Any) -> str:
         code = error.get("code") if isinstance(error, dict) else None
         return code[:64] if isinstance(code, str) and code else "failed"
     return OK
+
+
+def thrown_outcome(note: CallNote) -> str:
+    """How a call that threw in the sandbox ended, as the audit says it: `declined` or `cancelled` when its approval
+    was refused (the gate throws), `threw` otherwise."""
+    approval = note.approval
+    if approval is not None and approval.action != "accept":
+        return APPROVAL_OUTCOMES.get(approval.action, THREW)
+    return THREW
 
 
 def audit_record(

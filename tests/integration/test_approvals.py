@@ -45,8 +45,13 @@ async def test_a_gated_core_tool_pauses_with_no_policy_and_a_decline_writes_noth
     text = text_of(paused)
     assert text.startswith("Execution paused: Approve executor.coreTools.policies.create?\n\nArguments:\n{\n")
     assert '"pattern": "github.*"' in text
-    assert "\n\nAsk the user for a response matching the requested schema, then call the resume tool.\n\n" in text
-    assert 'Requested schema:\n{\n  "type": "object",\n  "properties": {}\n}' in text
+    # A yes-or-no question says so, and says which rule or default asked it, not "a response matching {}".
+    assert (
+        '\n}\n\nWhy: tool "executor.coreTools.policies.create" is annotated as requiring approval by default, and no '
+        "policy overrides that.\n\nThis is a model-side confirmation gate; no browser form is waiting. Ask the user "
+        'whether to approve, then call the resume tool with action "accept", "decline", or "cancel".\n\nexecutionId: '
+    ) in text
+    assert "requested schema" not in text.lower()
     assert "(4 minutes approval window)" in text
     structured = paused.structured_content
     execution = execution_id(paused)
@@ -58,6 +63,12 @@ async def test_a_gated_core_tool_pauses_with_no_policy_and_a_decline_writes_noth
     assert structured["interaction"]["address"] == "executor.coreTools.policies.create"
     assert structured["interaction"]["args"] == {"owner": "org", "pattern": "github.*", "action": "block"}
     assert structured["interaction"]["requestedSchema"] == {"type": "object", "properties": {}}
+    assert structured["interaction"]["reason"].startswith('Why: tool "executor.coreTools.policies.create" is annotated')
+    assert structured["interaction"]["instructions"].startswith(
+        "This is a model-side confirmation gate; there is no browser form to open. Ask the user whether to approve "
+        f'the paused tool call. If the user approves, call the resume tool with executionId "{execution}" and action '
+        '"accept". If the user declines, call resume with action "decline" or "cancel". Resume before '
+    )
 
     declined = await resume(client, execution, "decline")
     assert declined.is_error
@@ -206,11 +217,17 @@ async def test_require_approval_gates_a_harmless_tool(
 ) -> None:
     api = executor.running.url + "/api/policies"
     body = {"owner": "org", "pattern": "executor.coreTools.policies.list", "action": "require_approval"}
-    assert (await http.post(api, json=body)).status_code == 200
+    added = await http.post(api, json=body)
+    assert added.status_code == 200
     paused = await execute(client, LIST)
     assert text_of(paused).startswith(
         "Execution paused: Approve executor.coreTools.policies.list? (matched policy: executor.coreTools.policies.list)"
     )
+    # The model is told which rule asked, with its owner and id, so the user can be told where to change it.
+    assert (
+        f'\n\nWhy: the org policy "executor.coreTools.policies.list" ({added.json()["id"]}) requires approval for '
+        'tool "executor.coreTools.policies.list".\n\nThis is a model-side confirmation gate;'
+    ) in text_of(paused)
 
 
 # -- the HTTP API and the CLI -----------------------------------------------------------------------

@@ -105,7 +105,7 @@ async def test_every_call_has_one_record_with_its_decision_and_no_argument(
         "require_approval",
         {"source": "annotation"},
         "declined",
-        "threw",
+        "declined",  # the refusal throws in the sandbox, but the call ended by being declined, not by failing
     )
     for record in records:
         assert (record["account"], record["org"]) == ("local", "local")
@@ -120,6 +120,23 @@ async def test_every_call_has_one_record_with_its_decision_and_no_argument(
     assert [line.split("\t")[3] for line in text.stdout.decode().splitlines()] == [CREATE, GATED, BLOCKED]
     await executor.stop()
     assert SECRET.encode() not in (data_dir / CONTROL_FILE).read_bytes()
+
+
+async def test_a_refused_approval_is_audited_as_refused_and_a_tools_own_throw_as_threw(
+    executor: ServerUnderTest, client: Client, http: httpx.AsyncClient
+) -> None:
+    """An operator counting refusals (or alerting on `threw`, a tool that broke) must not see a person's `cancel`
+    as a tool that failed: the gate's refusal is a throw in the sandbox, yet the call ended by being refused."""
+    await add_policy(http, executor, GATED, "require_approval")
+    cancelled = await client.call_tool("execute", {"code": f"return await tools.{GATED}({{}});"})
+    refused = await client.call_tool("resume", {"executionId": execution_id(cancelled), "action": "cancel"})
+    assert "cancelled by the user" in text_of(refused)
+    code = "try { await tools.search({ query: 7 }); } catch (e) { return e.message; }"
+    broken = await client.call_tool("execute", {"code": code})
+    assert "query must be a string" in broken.structured_content["result"]
+    thrown, gated = await audited(http, executor, 2)
+    assert (gated["tool"], gated["approval"], gated["outcome"]) == (GATED, "cancelled", "cancelled")
+    assert (thrown["approval"], thrown["outcome"]) == (None, "threw")
 
 
 async def test_a_pause_across_a_restart_is_one_record(

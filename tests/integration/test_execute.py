@@ -78,6 +78,18 @@ async def test_emit_renders_items_before_logs(client: Client) -> None:
     assert result.structured_content == {"status": "completed", "result": 99, "logs": ["[log] done"], "emitted": 3}
 
 
+async def test_the_skill_says_where_the_return_value_goes_once_something_is_emitted(client: Client) -> None:
+    """A model that believes its return value is shown after its emitted output leaves the answer where a client
+    reading only the text never shows it: the skill must describe the rendering that actually happens."""
+    result = await run(client, "emit('shown'); return 'the answer'")
+    assert [block.text for block in result.content] == ["shown"]
+    assert result.structured_content["result"] == "the answer"
+    guide = text_of(await client.call_tool("skills", {"name": "execute"}))
+    rule = " ".join(next(line for line in guide.split("\n- ") if line.startswith("Use `emit(value)`")).split())
+    assert "before the return value" not in rule
+    assert "not the return value, which is kept only in the structured result" in rule
+
+
 async def test_thrown_error(client: Client) -> None:
     result = await run(client, 'throw new Error("boom")')
     assert result.is_error

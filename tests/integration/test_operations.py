@@ -109,9 +109,10 @@ async def test_a_paused_execution_shows_in_the_metrics(server: ServerUnderTest, 
         await client.call_tool("resume", {"executionId": execution_id(paused), "action": "decline"})
         samples = families((await http.get(base(server.url) + "/metrics")).text)
         assert value(samples["executor_mcp_paused_executions"], "executor_mcp_paused_executions") == 0
-    # The declined call is counted by its integration and how it ended (the audit record's outcome).
+    # The declined call is counted by its integration and how it ended (the audit record's outcome): declined,
+    # not `threw`, which would count a person's refusal as a tool that failed.
     calls = samples["executor_mcp_tool_calls"]
-    assert value(calls, "executor_mcp_tool_calls_total", integration="executor", outcome="threw") == 1
+    assert value(calls, "executor_mcp_tool_calls_total", integration="executor", outcome="declined") == 1
 
 
 async def test_request_ids_are_echoed_generated_or_replaced(server: ServerUnderTest, http: httpx.AsyncClient) -> None:

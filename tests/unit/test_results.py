@@ -5,7 +5,7 @@ import re
 import pytest
 
 from executor_mcp.execution.engine import Outcome
-from executor_mcp.execution.results import MAX_TEXT, render, truncate
+from executor_mcp.execution.results import CONFIRMATION_PROMPT, MAX_TEXT, render, render_paused, truncate
 
 
 def text_of(result: dict) -> str:
@@ -197,3 +197,22 @@ def test_long_error_is_truncated() -> None:
     message = "e" * 30_000
     text = text_of(render(Outcome(ok=False, error=message)))
     assert text == "Error: " + "e" * (30_000 - len("Error: ")) + "\n... [truncated 7 chars]"
+
+
+# -- paused ----------------------------------------------------------------------------------------
+
+
+def test_only_a_question_with_fields_asks_for_a_response_matching_a_schema() -> None:
+    """A yes-or-no approval worded as "a response matching the requested schema" of `{}` leaves a model guessing
+    what to ask; a form that does ask for fields still needs the schema to be shown."""
+    why = 'Why: the org policy "a.*" (pol_1) requires approval for tool "a.b".'
+    yes_or_no = render_paused("exec_1", "Approve a.b?", "a.b", {}, {"type": "object", "properties": {}}, 0, 60, why)
+    text = text_of(yes_or_no)
+    assert text.startswith(f"Execution paused: Approve a.b?\n\n{why}\n\n{CONFIRMATION_PROMPT}\n\nexecutionId: exec_1")
+    assert "schema" not in text.lower()
+    assert yes_or_no["structuredContent"]["interaction"]["reason"] == why
+    form = {"type": "object", "properties": {"reason": {"type": "string"}}}
+    asked = text_of(render_paused("exec_2", "Why?", "a.b", {}, form, 0, 60))
+    assert "\nAsk the user for a response matching the requested schema, then call the resume tool.\n" in asked
+    assert '"reason": {' in asked
+    assert CONFIRMATION_PROMPT not in asked
