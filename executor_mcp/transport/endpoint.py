@@ -83,6 +83,7 @@ from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.streaming import listen_events, stream_events
 from executor_mcp.web.approvals import ApprovalsPages
+from executor_mcp.web.audit import AuditPages
 from executor_mcp.web.catalog import CatalogPages
 from executor_mcp.web.connect import ConnectPage
 from executor_mcp.web.console import Console, ConsoleCredentials, is_console_path
@@ -375,7 +376,7 @@ def create_app(
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
     those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
     `modern_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`;
-    `audit`, `/api/audit`."""
+    `audit`, `/api/audit` (and, with a console, its `/audit` page)."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -401,6 +402,8 @@ def create_app(
     SessionsApi(manager, api_auth).register(app)
     if audit is not None:
         AuditApi(audit, api_auth).register(app)
+        if console is not None:
+            AuditPages(console, audit).register(app)
     if operations is not None:
         operations.register(app)
     api = PoliciesApi(policies, api_auth, catalog)

@@ -1,7 +1,8 @@
 """The console's approvals pages: the visitor's pending approvals, and one approval to answer.
 
-    GET  /approvals                 the signed-in account's pending approvals, newest first (kept current by
-                                    `static/approvals.js`, which polls `/api/approvals`)
+    GET  /approvals                 the signed-in account's pending approvals, newest first, each with its
+                                    arguments and Approve and Decline (kept current by `static/approvals.js`,
+                                    which polls `/api/approvals` and answers through `/api/approvals/<id>`)
     GET  /approvals/<executionId>   one approval: the tool, its arguments, the question and the policy that
                                     asked, with Approve and Decline (answered through `/api/approvals/<id>`)
 

@@ -1,8 +1,11 @@
 """The console's integrations and connections pages.
 
-    GET /integrations           the visitor's integrations (the built-in `executor` first) and the add-a-spec form
-    GET /integrations/<slug>    one integration: details, auth templates, the visitor's connections to it, and
-                                its tools with their TypeScript (`?query=` filters, `?page=` pages)
+    GET /integrations           the visitor's integrations (the built-in `executor` first) and the forms that add
+                                an OpenAPI spec, an MCP server (a remote URL, or a stdio command where the server
+                                allows them) or a GraphQL API
+    GET /integrations/<slug>    one integration: details, auth templates, the visitor's connections to it, its
+                                tools with their TypeScript (`?query=` filters, `?page=` pages), and refresh,
+                                update and remove
     GET /connections            the visitor's connections, the new-connection form and the connect-link form
 
 Pages only read, through the service calls the JSON API makes, always with `visitor.principal`, so a page shows
@@ -20,11 +23,25 @@ import attrs
 import trio
 from quart import Quart, Response, request
 
+from executor_mcp.auth.principal import Principal
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.errors import IntegrationError
-from executor_mcp.integrations.model import BUILT_IN_SLUG, NO_AUTH, AuthMethod, ConnectionRecord, IntegrationRecord
+from executor_mcp.integrations.graphql.wire import endpoint_for
+from executor_mcp.integrations.mcp.kind import McpKind
+from executor_mcp.integrations.mcp.registration import STDIO
+from executor_mcp.integrations.mcp_servers import server_json
+from executor_mcp.integrations.model import (
+    BUILT_IN_SLUG,
+    GRAPHQL,
+    MCP,
+    NO_AUTH,
+    OPENAPI,
+    AuthMethod,
+    ConnectionRecord,
+    IntegrationRecord,
+)
 from executor_mcp.integrations.openapi.auth import describe_methods
-from executor_mcp.integrations.service import MAX_NAME_LENGTH, Integrations, admin_refusal
+from executor_mcp.integrations.service import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, Integrations, admin_refusal
 from executor_mcp.integrations.wire import BUILT_IN_JSON, integration_json
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.typescript import TOOL_DEFINITIONS, signature
@@ -209,6 +226,61 @@ class IntegrationRow:
     connections: int
 
 
+# What an integration's page refreshes: its spec, fetched again from the URL it was added from; or the tool
+# list of each of the visitor's connections to it, for a kind whose tools each connection discovers.
+REFRESH_SPEC, REFRESH_CONNECTIONS = "spec", "connections"
+# What its update form changes: the OpenAPI document, the endpoint, or a stdio server's command and arguments.
+SOURCE_SPEC, SOURCE_ENDPOINT, SOURCE_COMMAND = "spec", "endpoint", "command"
+
+
+@attrs.frozen
+class Manage:
+    """What an integration's page offers to change, where each change goes, and why a visitor may not."""
+
+    refusal: str | None  # the service's words when the visitor may not change the integration
+    refresh: str | None  # REFRESH_SPEC, REFRESH_CONNECTIONS, or None: its tools change only by an update
+    source: str | None  # SOURCE_SPEC, SOURCE_ENDPOINT or SOURCE_COMMAND
+    update_path: str  # the `/api` route of the update form
+    endpoint: str = ""  # the current endpoint, command and arguments, prefilled for an admin only
+    command: str = ""
+    args: str = ""  # one a line
+
+
+def manage_view(record: IntegrationRecord, principal: Principal, discovers: bool) -> Manage:
+    """How the page refreshes and updates the integration, by kind (OpenAPI, GraphQL, and otherwise MCP), through
+    the `/api` routes the CLI's service calls are served at. An endpoint may carry a token in its query: only an
+    admin, the one who can change it, gets it prefilled, as the API shows it to one (`endpoint_for`,
+    `server_json(admin=True)`)."""
+    refusal = admin_refusal(principal)
+    words = refusal.message if refusal is not None else None
+    shown = refusal is None
+    slug = urllib.parse.quote(record.slug, safe="")
+    if record.kind == OPENAPI:
+        refresh = REFRESH_SPEC if record.can_refresh else None
+        return Manage(words, refresh, SOURCE_SPEC, f"/api/openapi/integrations/{slug}/spec")
+    refresh = REFRESH_CONNECTIONS if discovers else None
+    if record.kind == GRAPHQL:
+        endpoint = endpoint_for(record, principal) if shown else ""
+        return Manage(words, refresh, SOURCE_ENDPOINT, f"/api/graphql/integrations/{slug}/config", endpoint)
+    path = f"/api/mcp/servers/{slug}/config"
+    config = record.config
+    if config.get("transport") != STDIO:
+        return Manage(words, refresh, SOURCE_ENDPOINT, path, str(config.get("endpoint", "")) if shown else "")
+    if not shown:
+        return Manage(words, refresh, SOURCE_COMMAND, path)
+    args = "\n".join(str(arg) for arg in config.get("args", []))
+    return Manage(words, refresh, SOURCE_COMMAND, path, command=str(config.get("command", "")), args=args)
+
+
+def server_facts(record: IntegrationRecord, principal: Principal) -> tuple[tuple[str, str], ...]:
+    """An MCP server's transport and, for a stdio one, its command line, from the config
+    `GET /api/mcp/servers/<slug>` shows the visitor (`server_json`)."""
+    config = server_json(record, admin=principal.org_admin)["config"]
+    if config.get("transport") == STDIO:
+        return (("Transport", "stdio"), ("Command", shown(" ".join([config["command"], *config.get("args", [])]))))
+    return (("Transport", f"remote, {config.get('remoteTransport', 'auto')}"),)
+
+
 class CatalogPages:
     def __init__(self, console: Console, integrations: Integrations, catalog: Catalog, *, handoffs: bool) -> None:
         self._console = console
@@ -231,6 +303,7 @@ class CatalogPages:
                 for item in summaries
             ]
             refusal = admin_refusal(principal)
+            mcp = self._integrations.kind_named(MCP)
             return self._console.view(
                 visitor,
                 "integrations.html",
@@ -243,6 +316,10 @@ class CatalogPages:
                 max_spec_bytes=MAX_SPEC_BODY_BYTES,
                 max_spec_mib=MAX_SPEC_BODY_BYTES // (1024 * 1024),
                 preview_names=PREVIEW_TOOL_NAMES,
+                # Offered only where the API would take one (`--allow-stdio-mcp`), as `McpServers` decides.
+                stdio_allowed=isinstance(mcp, McpKind) and mcp.allow_stdio,
+                max_name=MAX_NAME_LENGTH,
+                max_description=MAX_DESCRIPTION_LENGTH,
             )
 
         return await self._console.page(build)
@@ -263,6 +340,8 @@ class CatalogPages:
         tools: list[tuple[Described, JsonObject, str | None]]
         templates: tuple[TemplateView, ...] = ()
         connectable = False
+        manage = None
+        facts: tuple[tuple[str, str], ...] = ()
         if slug == BUILT_IN_SLUG:
             details = BUILT_IN_JSON
             built_in = next(item for item in self._catalog.integrations if item.slug == BUILT_IN_SLUG)
@@ -274,6 +353,8 @@ class CatalogPages:
             templates = template_views(record)
             connectable = bool(template_choices(record))
             connections = await self._integrations.connections(principal, slug)
+            manage = manage_view(record, principal, self._integrations.kind(record).discovers(record))
+            facts = server_facts(record, principal) if record.kind == MCP else ()
             own = await self._integrations.own_catalog(record)
             if own is not None and own.tools:
                 tools = [(tool, own.defs, None) for tool in own.tools]
@@ -294,8 +375,15 @@ class CatalogPages:
             "integration.html",
             title=details["name"],
             page="integrations",
+            scripts=("catalog.js",),
             styles=("catalog.css",),
             details=details,
+            manage=manage,
+            facts=facts,
+            max_spec_bytes=MAX_SPEC_BODY_BYTES,
+            max_spec_mib=MAX_SPEC_BODY_BYTES // (1024 * 1024),
+            max_name=MAX_NAME_LENGTH,
+            max_description=MAX_DESCRIPTION_LENGTH,
             templates=templates,
             connections=[connection_row(record) for record in connections],
             connectable=connectable,

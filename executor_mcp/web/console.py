@@ -67,6 +67,7 @@ SECTIONS = (
     ("connections", "/connections", "Connections", "Credentials for those APIs, and connect links"),
     ("policies", "/policies", "Policies", "Which tool calls run, ask first, or are blocked"),
     ("sessions", "/sessions", "Sessions", "MCP sessions of your account"),
+    ("audit", "/audit", "Audit", "Recent tool calls: who made them, what was decided, how they ended"),
 )
 NAV = tuple((key, href, label) for key, href, label, _ in SECTIONS)
 _NOT_CONSOLE = ("/api/", "/.well-known/")

@@ -6,6 +6,7 @@ The gated tool is `executor.coreTools.policies.create` (gated by its own annotat
 creates one policy, so counting the policies counts the runs.
 """
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,28 @@ async def test_an_org_rule_is_named_as_the_policy_that_asked(
         assert '<pre id="arguments">{}</pre>' in page.text
         listing = await http.get(f"{base}/approvals", headers=alice.headers())
         assert approval["executionId"] in listing.text
+
+
+async def test_the_list_offers_approve_and_decline_on_each_approval_with_its_arguments_escaped(
+    executor: ServerUnderTest, http: httpx.AsyncClient
+) -> None:
+    base = executor.running.url
+    hostile = CREATE.replace('"github.*"', '"</pre><script>x()</script>"')
+    async with connect(mcp_url(executor), headers=bearer(ALICE), mode="legacy") as (client, _):
+        execution = await paused(client, hostile)
+        alice = await visitor(http, base, ALICE)
+        listing = await http.get(f"{base}/approvals", headers=alice.headers())
+        assert listing.status_code == 200
+        item = re.search(
+            rf'<li data-execution-id="{execution}" data-tool="{CREATE_PATH}">(.*?)</li>', listing.text, re.S
+        )
+        assert item is not None
+        assert '<button type="button" class="approve" data-action="accept">Approve</button>' in item.group(1)
+        assert '<button type="button" class="danger" data-action="decline">Decline</button>' in item.group(1)
+        assert "&#34;pattern&#34;: &#34;&lt;/pre&gt;&lt;script&gt;x()&lt;/script&gt;&#34;" in item.group(1)
+        assert "<script>x()" not in listing.text
+        assert 'id="empty" class="empty" hidden' in listing.text
+        assert await own_policies(http, executor) == []
 
 
 async def test_passthrough_in_browser_mode_pauses_and_waits_the_same_way(

@@ -1,6 +1,6 @@
 // The approvals pages. The list keeps itself current by polling /api/approvals every 2 s while the tab is
-// visible (never while hidden, backing off on errors, and for a bounded number of polls); the detail page
-// answers one approval with a JSON POST and then shows what the answer led to.
+// visible (never while hidden, backing off on errors, and for a bounded number of polls), and answers each
+// approval in place; the detail page answers one approval with a JSON POST and then shows what it led to.
 "use strict";
 
 (() => {
@@ -33,10 +33,11 @@
 
   // -- the list --------------------------------------------------------------------------------------
 
+  // One pending approval, as templates/approvals.html renders it.
   function item(approval) {
     return el(
       "li",
-      { dataset: { executionId: approval.executionId } },
+      { dataset: { executionId: approval.executionId, tool: approval.tool } },
       el(
         "a",
         { href: approvalPath(approval.executionId) },
@@ -49,6 +50,19 @@
           el("time", { dateTime: approval.createdAt }, approval.createdAt),
         ),
       ),
+      el(
+        "details",
+        { className: "arguments" },
+        el("summary", {}, "Arguments"),
+        el("pre", {}, approval.arguments),
+        approval.argumentsTruncated ? el("p", { className: "hint" }, "They are longer than shown here.") : null,
+      ),
+      el(
+        "div",
+        { className: "actions decide" },
+        el("button", { type: "button", className: "approve", dataset: { action: "accept" } }, "Approve"),
+        el("button", { type: "button", className: "danger", dataset: { action: "decline" } }, "Decline"),
+      ),
     );
   }
 
@@ -59,12 +73,39 @@
     let busy = false;
     let polls = 0;
     let delay = POLL_MS;
+    // Answered here: a poll that left before the answer may still list them, and must not bring them back.
+    const answered = new Set();
 
     function show(approvals) {
-      list.replaceChildren(...approvals.map(item));
-      empty.hidden = approvals.length > 0;
+      const waiting = approvals.filter((approval) => !answered.has(approval.executionId));
+      list.replaceChildren(...waiting.map(item));
+      empty.hidden = waiting.length > 0;
       localTimes(list);
     }
+
+    // Approve or decline one approval from the list; a 409 (someone answered first) says who did.
+    async function answerIn(entry, action) {
+      const { executionId, tool } = entry.dataset;
+      const buttons = entry.querySelectorAll("button");
+      buttons.forEach((button) => (button.disabled = true));
+      say(status, (action === "accept" ? "Approving " : "Declining ") + tool + "\u2026");
+      const result = await api("POST", "/api/approvals/" + encodeURIComponent(executionId), { action });
+      if (!result.ok && result.status !== 409) {
+        buttons.forEach((button) => (button.disabled = false));
+        say(status, errorText(result.data), "error");
+        return;
+      }
+      answered.add(executionId);
+      entry.remove();
+      empty.hidden = list.children.length > 0;
+      const words = result.ok ? WORDS[result.data.outcome] || result.data.outcome : errorText(result.data) + ".";
+      say(status, tool + ": " + words, "outcome " + result.data.outcome);
+    }
+
+    list.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-action]");
+      if (button) answerIn(button.closest("li"), button.dataset.action);
+    });
 
     function schedule() {
       if (timer === null && !busy && !document.hidden && polls < MAX_POLLS) timer = setTimeout(poll, delay);
@@ -79,8 +120,8 @@
       busy = false;
       if (answer.ok && Array.isArray(answer.data)) {
         show(answer.data);
+        if (delay !== POLL_MS) say(status, ""); // the last poll's error is over; an answer's words stay
         delay = POLL_MS;
-        say(status, "");
       } else if (answer.status === 401 || answer.status === 403) {
         say(status, "You are signed out. Reload the page to sign in again.", "error");
         return;

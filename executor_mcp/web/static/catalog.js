@@ -1,6 +1,7 @@
-// The integrations and connections pages: add an OpenAPI spec (preview first), create and remove connections
-// with pasted values, and create one-time connect links. Every change is a JSON call through Console.api; a
-// pasted value leaves its field only for the one request that stores it, and the field is emptied after.
+// The integrations and connections pages: add an OpenAPI spec (preview first), an MCP server or a GraphQL API;
+// refresh, update and remove an integration; create and remove connections with pasted values, and create
+// one-time connect links. Every change is a JSON call through Console.api, which the API checks as it checks any
+// caller's; a pasted value leaves its field only for the one request that stores it, and the field is emptied.
 "use strict";
 
 (() => {
@@ -222,9 +223,248 @@
     }
   }
 
+  // -- adding an MCP server or a GraphQL API --------------------------------------------------------------
+
+  const lines = (text) => text.split("\n").map((line) => line.replace(/\r$/, "")).filter((line) => line.trim());
+  const snake = (name) => name.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean).join("_");
+
+  // The optional text fields a form fills in, trimmed; an empty one is left out (the server's default).
+  function named(form, fields) {
+    const out = {};
+    for (const field of fields) {
+      const value = form.elements[field].value.trim();
+      if (value) out[field] = value;
+    }
+    return out;
+  }
+
+  // `Name: value` lines as an object of headers (own properties only: a `__proto__` line is just a name).
+  function headerLines(text) {
+    const entries = [];
+    for (const line of lines(text)) {
+      const colon = line.indexOf(":");
+      if (colon < 1) return { error: `Write each static header as Name: value (not ${JSON.stringify(line.slice(0, 80))}).` };
+      entries.push([line.slice(0, colon).trim(), line.slice(colon + 1).trim()]);
+    }
+    return { headers: Object.fromEntries(entries) };
+  }
+
+  // The credential fields as `{header, prefix, query}`, or why they do not make one.
+  function credentialOf(form) {
+    const header = form.elements.authHeader.value.trim();
+    const prefix = form.elements.authPrefix.value;
+    const query = form.elements.authQuery ? form.elements.authQuery.value.trim() : "";
+    if (prefix && !header) return { error: "Name the credential header that the prefix goes before." };
+    return { header, prefix, query };
+  }
+
+  // A GraphQL credential as one API-key method in the authoring dialect, as `add-graphql --header-auth
+  // --query-auth` makes it: the first placement renders the `token` input, a second one its own input.
+  function apiKeyTemplate({ header, prefix, query }) {
+    const token = (name) => [{ type: "variable", name }];
+    const method = { slug: "apikey", type: "apiKey", headers: {} };
+    if (header) method.headers = Object.fromEntries([[header, [...(prefix ? [prefix] : []), ...token("token")]]]);
+    if (query) method.queryParams = Object.fromEntries([[query, token(header ? snake(query) || "input_1" : "token")]]);
+    return [method];
+  }
+
+  // The form as `POST /api/mcp/servers` takes it (`add-mcp`'s flags): a remote URL or a stdio command.
+  function mcpBody(form) {
+    const body = { name: form.elements.name.value.trim(), ...named(form, ["slug", "description"]) };
+    if (form.elements.transport && form.elements.transport.value === "stdio") {
+      const vars = form.elements.envVars.value.split(/[\s,]+/).filter(Boolean);
+      Object.assign(body, { transport: "stdio", command: form.elements.command.value.trim() });
+      body.args = lines(form.elements.args.value);
+      if (vars.length) body.authenticationTemplate = [{ slug: "env", kind: "stdio_env", vars }];
+      return { body };
+    }
+    body.endpoint = form.elements.endpoint.value.trim();
+    body.remoteTransport = form.elements.remoteTransport.value;
+    const credential = credentialOf(form);
+    const statics = headerLines(form.elements.headers.value);
+    if (credential.error || statics.error) return { error: credential.error || statics.error };
+    if (Object.keys(statics.headers).length) body.headers = statics.headers;
+    if (credential.header) body.auth = { kind: "header", headerName: credential.header, prefix: credential.prefix };
+    return { body };
+  }
+
+  function addMcpPage(form) {
+    const status = $("mcp-status");
+    const where = form.elements.transport;
+    if (where) {
+      where.addEventListener("change", () => {
+        $("mcp-remote").hidden = where.value === "stdio";
+        $("mcp-stdio").hidden = where.value !== "stdio";
+      });
+    }
+    onSubmit(form, async () => {
+      const made = mcpBody(form);
+      if (made.error) return say(status, made.error, "error");
+      say(status, "Adding\u2026");
+      const answer = await api("POST", "/api/mcp/servers", made.body);
+      if (!answer.ok) return say(status, errorText(answer.data), "error");
+      location.assign(`/integrations/${encodeURIComponent(answer.data.slug)}`);
+    });
+  }
+
+  // The form as `POST /api/graphql/integrations` takes it (`add-graphql`'s flags). A schema file whose text is a
+  // JSON object is an introspection result; any other text is SDL.
+  async function graphqlBody(form) {
+    const body = { endpoint: form.elements.endpoint.value.trim(), ...named(form, ["name", "slug", "description"]) };
+    const file = form.elements.schema.files[0];
+    if (file) {
+      const limit = Number(form.dataset.maxBytes);
+      if (file.size > limit) return { error: `That file is larger than ${Math.floor(limit / MIB)} MiB.` };
+      const text = await file.text();
+      body[text.trimStart().startsWith("{") ? "introspectionJson" : "sdl"] = text;
+    }
+    const credential = credentialOf(form);
+    if (credential.error) return credential;
+    if (credential.header || credential.query) body.authenticationTemplate = apiKeyTemplate(credential);
+    return { body };
+  }
+
+  function addGraphqlPage(form) {
+    const status = $("graphql-status");
+    onSubmit(form, async () => {
+      const made = await graphqlBody(form);
+      if (made.error) return say(status, made.error, "error");
+      const large = tooLarge(form, made.body);
+      if (large) return say(status, large, "error");
+      say(status, "Adding\u2026");
+      const answer = await api("POST", "/api/graphql/integrations", made.body);
+      if (!answer.ok) return say(status, errorText(answer.data), "error");
+      location.assign(`/integrations/${encodeURIComponent(answer.data.slug)}`);
+    });
+  }
+
+  // -- /integrations/<slug>: refresh, update, remove ------------------------------------------------------
+
+  const MAX_NAMED = 10;
+
+  function someOf(names) {
+    const shown = names.slice(0, MAX_NAMED).join(", ");
+    return names.length > MAX_NAMED ? `${shown} and ${names.length - MAX_NAMED} more` : shown;
+  }
+
+  // What a new spec changed (`{toolCount, addedTools, removedTools}`), with a link that reloads the tool list.
+  function sayChanged(status, data) {
+    const parts = [`${data.toolCount} tools`];
+    if (data.addedTools.length) parts.push(`added: ${someOf(data.addedTools)}`);
+    if (data.removedTools.length) parts.push(`removed: ${someOf(data.removedTools)}`);
+    if (!data.addedTools.length && !data.removedTools.length) parts.push("none added or removed");
+    say(status, `Updated: ${parts.join("; ")}. `, "done");
+    status.append(el("a", { href: location.pathname, id: "reload" }, "Show the tools"));
+  }
+
+  // List each of the visitor's connections' tools again, one connection at a time; say how each went.
+  async function refreshConnections(status) {
+    const reports = [];
+    let failed = false;
+    for (const row of document.querySelectorAll("#connections tbody tr")) {
+      const { owner, integration, name } = row.dataset;
+      const path = [owner, integration, name].map(encodeURIComponent).join("/");
+      say(status, `Listing the tools of tools.${integration}.${owner}.${name}\u2026`);
+      const answer = await api("POST", `/api/connections/${path}/refresh`, {});
+      failed = failed || !answer.ok;
+      const outcome = answer.ok ? `${answer.data.length} tools` : errorText(answer.data);
+      reports.push(`tools.${integration}.${owner}.${name}: ${outcome}`);
+    }
+    say(status, reports.join("; ") + ". ", failed ? "error" : "done");
+    status.append(el("a", { href: location.pathname, id: "reload" }, "Show the tools"));
+  }
+
+  // Run `work` with `button` disabled, so that one click is one request.
+  async function holding(button, work) {
+    button.disabled = true;
+    try {
+      await work();
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function managePage(section) {
+    const status = $("status");
+    const slug = encodeURIComponent(section.dataset.slug);
+    const refresh = $("refresh");
+    if (refresh) {
+      refresh.addEventListener("click", () =>
+        holding(refresh, async () => {
+          if (section.dataset.refresh !== "spec") return refreshConnections(status);
+          say(status, "Fetching the spec again\u2026");
+          const answer = await api("POST", `/api/openapi/integrations/${slug}/spec`, {});
+          if (answer.ok) sayChanged(status, answer.data);
+          else say(status, errorText(answer.data), "error");
+        }),
+      );
+    }
+    const rename = $("rename");
+    onSubmit(rename, async () => {
+      const name = rename.elements.name.value.trim();
+      if (!name) return say(status, "Give it a name.", "error");
+      const answer = await api("PATCH", `/api/integrations/${slug}`, {
+        name,
+        description: rename.elements.description.value.trim(),
+      });
+      if (!answer.ok) return say(status, errorText(answer.data), "error");
+      $("integration-name").textContent = answer.data.name;
+      say(status, "Saved the name and description.", "done");
+    });
+    const spec = $("update-spec");
+    if (spec) {
+      onSubmit(spec, async () => {
+        const found = await specOf(spec);
+        if (found.error) return say(status, found.error, "error");
+        const body = { spec: found.spec };
+        const large = tooLarge(spec, body);
+        if (large) return say(status, large, "error");
+        say(status, "Reading the new spec\u2026");
+        const answer = await api("POST", spec.dataset.path, body);
+        if (!answer.ok) return say(status, errorText(answer.data), "error");
+        spec.reset();
+        sayChanged(status, answer.data);
+      });
+    }
+    const saved = "Saved. Each connection lists its tools there again at its next use.";
+    const endpoint = $("update-endpoint");
+    if (endpoint) {
+      onSubmit(endpoint, async () => {
+        const answer = await api("POST", endpoint.dataset.path, { endpoint: endpoint.elements.endpoint.value.trim() });
+        if (answer.ok) say(status, saved, "done");
+        else say(status, errorText(answer.data), "error");
+      });
+    }
+    const command = $("update-command");
+    if (command) {
+      onSubmit(command, async () => {
+        const body = { command: command.elements.command.value.trim(), args: lines(command.elements.args.value) };
+        const answer = await api("POST", command.dataset.path, body);
+        if (answer.ok) say(status, saved, "done");
+        else say(status, errorText(answer.data), "error");
+      });
+    }
+    const remove = $("remove-integration");
+    remove.addEventListener("click", async () => {
+      if (remove.dataset.armed !== "1") {
+        remove.dataset.armed = "1";
+        remove.textContent = "Remove, with its connections: sure?";
+        return;
+      }
+      await holding(remove, async () => {
+        const answer = await api("DELETE", `/api/integrations/${slug}`);
+        if (answer.ok) location.assign("/integrations");
+        else say(status, errorText(answer.data), "error");
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     const addSpec = $("add-spec");
     if (addSpec) addSpecPage(addSpec);
+    if ($("add-mcp")) addMcpPage($("add-mcp"));
+    if ($("add-graphql")) addGraphqlPage($("add-graphql"));
+    if ($("manage")) managePage($("manage"));
     if (document.body.dataset.page !== "connections") return;
     const status = $("status");
     removals(status);
