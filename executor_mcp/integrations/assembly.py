@@ -38,6 +38,7 @@ async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncI
                 },
                 outbound,
                 max_source_bytes=settings.integration_max_spec_bytes,
+                max_operations=settings.integration_max_operations,
             )
         finally:
             await mcp.aclose()

@@ -142,9 +142,15 @@ class IntegrationRecord:
     can_refresh: bool = False
 
     def auth_method(self, template: str) -> AuthMethod | None:
-        """A connection's method, by its template's slug. An unknown template is no method, so the call goes
-        out without a credential (upstream's lax matching, which upstream's own tests rely on)."""
+        """A connection's method, by its template's slug. A new connection must name one of `templates`; an
+        older one whose method a `configure` replaced since is no method, so its call goes out without a
+        credential (upstream's lax matching) and the upstream's refusal says to re-authenticate."""
         return next((method for method in self.auth_methods if method.slug == template), None)
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """What a new connection's template may be: a declared method's slug, or `none`."""
+        return tuple(dict.fromkeys([*(method.slug for method in self.auth_methods), NO_AUTH]))
 
 
 @attrs.frozen

@@ -31,7 +31,14 @@ import attrs
 import trio
 
 from executor_mcp.codec import JsonObject, dumps
-from executor_mcp.integrations.addresses import OWNERS, ToolAddress, connection_identifier, valid_slug
+from executor_mcp.integrations.addresses import (
+    OWNERS,
+    ToolAddress,
+    connection_identifier,
+    default_slug,
+    slug_problem,
+    valid_slug,
+)
 from executor_mcp.integrations.errors import (
     ConnectionNotFound,
     DiscoveryFailed,
@@ -62,13 +69,11 @@ from executor_mcp.integrations.model import (
 from executor_mcp.integrations.openapi import auth as openapi_auth
 from executor_mcp.integrations.openapi import document as openapi_document
 from executor_mcp.integrations.openapi.compile import (
-    CompiledSpec,
-    compile_spec,
-    encode_compiled,
     integration_description,
     integration_name,
     preview,
 )
+from executor_mcp.integrations.openapi.isolated import Compiled, compile_isolated
 from executor_mcp.outbound.client import Outbound, OutboundFailure
 from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import ENV, FILE, SecretItem, SecretPartition, SecretProviders, pasted_item_id
@@ -105,7 +110,6 @@ DISCOVERY_TTL = 15 * 60.0
 DISCOVERY_RETRY = 60.0
 # Connections waiting for `refresh_stale`; past this a mark is dropped (the TTL brings it back).
 MAX_STALE = 4096
-_SLUG_WORDS = re.compile(r"[a-z0-9]+")
 # Secrets the operator put beside the server (environment variables, files): not any one member's to bind.
 OPERATOR_PROVIDERS = frozenset({ENV, FILE})
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
@@ -205,11 +209,6 @@ def _build_view(
     )
 
 
-def default_slug(name: str) -> str:
-    words = _SLUG_WORDS.findall(name.lower())
-    return "_".join(words)[:64].strip("_") or "api"
-
-
 class Integrations:
     def __init__(
         self,
@@ -219,6 +218,7 @@ class Integrations:
         outbound: Outbound,
         *,
         max_source_bytes: int,
+        max_operations: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._control = control
@@ -226,6 +226,7 @@ class Integrations:
         self._kinds = kinds
         self._outbound = outbound
         self._max_source_bytes = max_source_bytes
+        self._max_operations = max_operations
         self._clock = clock
         self._compiled: OrderedDict[str, CompiledCatalog] = OrderedDict()
         self._views: OrderedDict[tuple[str, str], View] = OrderedDict()
@@ -356,24 +357,15 @@ class Integrations:
         while len(self._compiled) > COMPILED_CACHE:
             self._compiled.popitem(last=False)
 
-    async def _compile(self, caller: Principal | None, source: bytes) -> CompiledSpec:
+    async def _compile(self, caller: Principal | None, source: bytes) -> Compiled:
+        """An OpenAPI document compiled in a child process, at the caller's turn (`isolated.py` says why)."""
         async with self._compiling.turn(_caller(caller)):
-            return await trio.to_thread.run_sync(lambda: compile_spec(source, max_bytes=self._max_source_bytes))
+            return await compile_isolated(source, max_bytes=self._max_source_bytes, max_operations=self._max_operations)
 
     async def _compile_with(self, kind: Kind, caller: Principal | None, source: bytes) -> tuple[CompiledCatalog, bytes]:
         """Any kind's source compiled and encoded, in a worker thread, at the caller's turn."""
         async with self._compiling.turn(_caller(caller)):
             return await trio.to_thread.run_sync(kind.compile, source)
-
-    async def _compile_for_storage(self, caller: Principal | None, source: bytes) -> tuple[CompiledSpec, bytes]:
-        """Compiled and encoded in one thread hop: encoding GitHub's catalog alone takes half a second."""
-
-        def work() -> tuple[CompiledSpec, bytes]:
-            spec = compile_spec(source, max_bytes=self._max_source_bytes)
-            return spec, encode_compiled(spec)
-
-        async with self._compiling.turn(_caller(caller)):
-            return await trio.to_thread.run_sync(work)
 
     # -- integrations of any kind ---------------------------------------------------------------------
 
@@ -384,9 +376,9 @@ class Integrations:
         org = _org(principal)
         _admin(principal)
         slug = registration.slug
-        if slug is not None and not valid_slug(slug):
-            raise InvalidInput(f"Invalid slug {slug!r}: use 1 to 64 letters, digits, '_' or '-'")
-        slug = slug or default_slug(registration.slug_hint)
+        if slug is not None and (problem := slug_problem(slug)) is not None:
+            raise InvalidInput(problem)
+        slug = slug or default_slug(registration.slug_hint, kind_name) or "api"
         if slug == BUILT_IN_SLUG:
             raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
         if len(await self._control.integrations(org)) >= MAX_INTEGRATIONS_PER_ORG:
@@ -546,10 +538,10 @@ class Integrations:
         values = _object(body)
         _known(values, {"spec", "specFormat"})
         source, _ = await self._source(values.get("spec"))
-        spec = await self._compile(principal, source)
-        summary = preview(spec)
+        compiled = await self._compile(principal, source)
+        summary = preview(compiled.head, operation_count=len(compiled.tool_names))
         if tool_names > 0:
-            summary["toolNames"] = [tool.name for tool in spec.catalog.tools[: min(tool_names, MAX_PREVIEW_TOOL_NAMES)]]
+            summary["toolNames"] = list(compiled.tool_names[: min(tool_names, MAX_PREVIEW_TOOL_NAMES)])
         return summary
 
     def check_may_add(self, principal: Principal, values: JsonObject) -> None:
@@ -589,11 +581,12 @@ class Integrations:
         name = _optional_text(values, "name", MAX_NAME_LENGTH)
         description = _optional_text(values, "description", MAX_DESCRIPTION_LENGTH)
         slug = values.get("slug")
-        if slug is not None and not valid_slug(slug):
-            raise InvalidInput(f"Invalid slug {slug!r}: use 1 to 64 letters, digits, '_' or '-'")
+        if slug is not None and (problem := slug_problem(slug)) is not None:
+            raise InvalidInput(problem)
         source, url = await self._source(values.get("spec"))
-        spec, encoded = await self._compile_for_storage(principal, source)
-        slug = slug or default_slug(name or spec.title or "api")
+        compiled = await self._compile(principal, source)
+        spec = compiled.head
+        slug = slug or default_slug(name or spec.title or "", OPENAPI) or "api"
         if slug == BUILT_IN_SLUG:
             raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
         if len(await self._control.integrations(org)) >= MAX_INTEGRATIONS_PER_ORG:
@@ -605,8 +598,10 @@ class Integrations:
             org_id=org,
             slug=slug,
             kind=OPENAPI,
-            name=integration_name(spec, name, slug),
-            description=integration_description(spec, description, slug),
+            # A document's own title and description are cut to what an explicit one may be: every listing of
+            # the org's integrations reads them (a 32 MB description took a second to encode, GIL held).
+            name=integration_name(spec, name, slug)[:MAX_NAME_LENGTH],
+            description=integration_description(spec, description, slug)[:MAX_DESCRIPTION_LENGTH],
             source_hash=_digest(source),
             config=config,
             auth_methods=explicit_methods if explicit_methods is not None else spec.auth_methods,
@@ -614,10 +609,9 @@ class Integrations:
             updated_at=now,
             can_refresh=url is not None,
         )
-        if not await self._control.add_integration(record, source, encoded):
+        if not await self._control.add_integration(record, source, compiled.encoded):
             raise IntegrationExists(f"Integration {slug} already exists; update it instead of re-adding.", slug=slug)
-        self._remember(record.source_hash, spec.catalog)
-        return record, len(spec.catalog.tools)
+        return record, len(compiled.tool_names)
 
     async def update_openapi_spec(self, principal: Principal, slug: str, body: Any) -> JsonObject:
         """Recompile from a new `spec`, or re-fetch the stored URL; connections, policies, auth and the
@@ -636,7 +630,7 @@ class Integrations:
                 "This integration's spec was pasted inline and has no source URL to re-fetch. "
                 "Provide the updated spec content."
             )
-        spec, encoded = await self._compile_for_storage(principal, source)
+        compiled = await self._compile(principal, source)
         config = dict(record.config)
         if url is not None:
             config["specUrl"] = url
@@ -647,10 +641,9 @@ class Integrations:
             updated_at=self._clock(),
             can_refresh=bool(config.get("specUrl")),
         )
-        await self._control.replace_integration(updated, source, encoded)
-        self._remember(updated.source_hash, spec.catalog)
+        await self._control.replace_integration(updated, source, compiled.encoded)
         old = {tool.name for tool in before.tools} if before is not None else set()
-        new = {tool.name for tool in spec.catalog.tools}
+        new = set(compiled.tool_names)
         return {
             "slug": slug,
             "toolCount": len(new),
@@ -750,7 +743,15 @@ class Integrations:
         title = info.get("title") if isinstance(info, dict) else None
         name = title.strip()[:MAX_NAME_LENGTH] if isinstance(title, str) and title.strip() else None
         name = name or (urllib.parse.urlsplit(endpoint).hostname or "api")
-        return [{"kind": OPENAPI, "confidence": "high", "endpoint": endpoint, "name": name, "slug": default_slug(name)}]
+        return [
+            {
+                "kind": OPENAPI,
+                "confidence": "high",
+                "endpoint": endpoint,
+                "name": name,
+                "slug": default_slug(name, OPENAPI) or "api",
+            }
+        ]
 
     # -- GraphQL integrations ------------------------------------------------------------------------
 
@@ -828,6 +829,7 @@ class Integrations:
         values = _object(body)
         owner, name, template, inputs = check_connection_request(principal, values, pasted=pasted)
         integration = await self.integration(principal, _text(values.get("integration"), "integration"))
+        check_template(integration, template)
         org, account = integration.org_id, _account(owner, principal)
         existing = await self._control.get_connection(org, owner, account, integration.slug, name)
         if existing is None:
@@ -870,10 +872,13 @@ class Integrations:
         if existing is not None:
             await self._secrets.forget(existing, replaced_by=record)
         if self.kind(integration).discovers(integration):
-            # A failed listing leaves the connection standing without tools: why is noted on it, and it is
-            # listed again on refresh or after `DISCOVERY_RETRY`.
-            with contextlib.suppress(DiscoveryFailed):
+            # A failed listing leaves the connection standing without tools (upstream's incomplete listing):
+            # why is noted on it and answered (`sync_error`, the JSON's `lastHealth`), and it is listed again
+            # on refresh or after `DISCOVERY_RETRY`.
+            try:
                 record = await self.discover(integration, record)
+            except DiscoveryFailed as failure:
+                record = attrs.evolve(record, sync_error=failure.message)
         return record
 
     async def _check_room(self, principal: Principal, owner: str, integration: IntegrationRecord) -> None:
@@ -1038,6 +1043,16 @@ def _credential(connection: ConnectionRecord) -> tuple[object, ...]:
     return (connection.template, connection.provider, connection.item_ids, connection.updated_at)
 
 
+def check_template(integration: IntegrationRecord, template: str) -> None:
+    """A new connection names one of the integration's templates: a typo would otherwise be saved and every call
+    go out without a credential, failing as `connection_rejected` with advice to re-authenticate."""
+    if template not in integration.templates:
+        raise InvalidConnectionInput(
+            f'unknown template "{template}" for integration "{integration.slug}"; '
+            f"valid templates: {', '.join(integration.templates)}"
+        )
+
+
 def check_connection_request(
     principal: Principal, values: JsonObject, *, pasted: bool
 ) -> tuple[str, str, str, "_Inputs"]:
@@ -1079,6 +1094,9 @@ def _credential_inputs(values: JsonObject, template: str, pasted: bool) -> _Inpu
     """The one credential origin of a connection request, as upstream validates it."""
     origins = [key for key in ("value", "values", "from", "inputs") if values.get(key) is not None]
     if template == NO_AUTH:
+        # An empty pasted `values` carries nothing (forms and clients send the field whatever the template);
+        # an empty `inputs` stays refused, as upstream's no-auth test requires.
+        origins = [key for key in origins if not (key == "values" and values[key] == {})]
         if origins:
             raise InvalidConnectionInput('A no-auth connection (template "none") takes no provider credential origin')
         return _Inputs({}, {})

@@ -74,8 +74,16 @@ def connection_json(record: ConnectionRecord, *, full: bool = True) -> JsonObjec
     }
     if full:
         body["missingOAuthScopes"] = []
-        body["lastHealth"] = None
+        body["lastHealth"] = _last_health(record)
     return body
+
+
+def _last_health(record: ConnectionRecord) -> JsonObject | None:
+    """Upstream's shape for a connection whose last tool listing failed (the reason holds no secret); None
+    while it is healthy or its tools come from its integration."""
+    if record.sync_error is None:
+        return None
+    return {"status": "degraded", "detail": f"Tool sync failing: {record.sync_error}"}
 
 
 def tool_row(entry: ToolEntry, *, annotations: bool = False) -> JsonObject:

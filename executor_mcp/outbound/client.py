@@ -109,7 +109,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         for address in addresses:
             refused = guard.check_address(address, allow_local_network=self._allow_local_network, resolved=True)
             if refused is not None:
-                raise _Refused(BLOCKED, f"{refused.message} ({guard.normalize_host(host)})")
+                raise _Refused(BLOCKED, refused.described(guard.normalize_host(host)))
         return addresses
 
     async def connect_tcp(

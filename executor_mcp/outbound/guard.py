@@ -55,6 +55,11 @@ class BlockReason(enum.Enum):
     RESOLVED_LOCAL = "Resolved address is local or private"
 
 
+# What a refusal of a local address adds: the option that lifts it, whoever reads it (an operator running an admin
+# command, an agent relaying a failed call).
+LOCAL_NETWORK_HINT = "the server allows local addresses with --allow-local-network"
+
+
 @attrs.frozen
 class Blocked:
     reason: BlockReason
@@ -62,7 +67,15 @@ class Blocked:
 
     @property
     def message(self) -> str:
-        return f"{self.reason.value}: {self.target}"
+        return self.described()
+
+    def described(self, name: str | None = None) -> str:
+        """Upstream's reason and the target (with the `name` it was resolved from), and for a local address
+        the option that allows it."""
+        text = f"{self.reason.value}: {self.target}" + (f" ({name})" if name else "")
+        if self.reason in (BlockReason.LOCAL, BlockReason.RESOLVED_LOCAL):
+            text += f"; {LOCAL_NETWORK_HINT}"
+        return text
 
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

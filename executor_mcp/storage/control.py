@@ -2,20 +2,21 @@
 
 It holds the session directory (which ids exist, whom they belong to, whether they are condemned),
 the organization directory (which orgs are revoked), the API keys, the tool policies and the catalog of
-integrations, connections and secret items (`catalog_store.CatalogStore`). LMDB is multi-process, so an
+integrations, connections and secret items (`catalog_store.CatalogStore`), and the settings the server runs
+with that every command on the data dir shares (`config.DATA_DIR_FACTS`). LMDB is multi-process, so an
 admin command (`executor-mcp orgs revoke`, `keys create`) changes it while a server runs on the same
 data dir, and the server sees the change on its next read.
 """
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
 import attrs
 
-from executor_mcp.codec import dumps
+from executor_mcp.codec import dumps, loads
 from executor_mcp.storage.catalog_store import CatalogStore
 from executor_mcp.storage.environment import Environment
 from executor_mcp.storage.records import (
@@ -43,6 +44,7 @@ _LEGACY_POLICIES = b"policies"
 _CONSOLE_KEY = b"cookie-key"
 _REQUEST_STATE_KEY = b"request-state-key"
 _WORKSPACE_KEY = b"workspace-id-key"
+_FACTS_KEY = b"data-dir-facts"
 
 
 def _owner_prefix(owner: Owner) -> bytes:
@@ -77,6 +79,7 @@ class ControlPlane(CatalogStore):
         self._console = env.database(b"console")
         self._console_links = env.database(b"console-links")
         self._audit = env.database(b"audit")
+        self._server = env.database(b"server")
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -427,6 +430,27 @@ class ControlPlane(CatalogStore):
             return record if record is not None and record.expires_at > now else None
 
         return await self._env.write(_take)
+
+    # -- what the server runs with ---------------------------------------------------------------------
+
+    async def record_data_dir_facts(self, facts: Mapping[str, object]) -> None:
+        """The settings the server starts with that decide what the data dir's records may do
+        (`config.DATA_DIR_FACTS`), replacing what the last server recorded."""
+        await self._env.write(lambda txn: txn.put(_FACTS_KEY, dumps(dict(facts)), db=self._server))
+
+    async def data_dir_facts(self) -> dict[str, object]:
+        """What the last server on this data dir recorded: {} when none has run here since this was kept."""
+
+        def _read(txn) -> dict[str, object]:
+            raw = txn.get(_FACTS_KEY, db=self._server)
+            try:
+                facts = loads(bytes(raw)) if raw is not None else {}
+            except ValueError:  # not JSON, or not UTF-8
+                log.error("ignoring an unreadable record of the server's settings")
+                return {}
+            return facts if isinstance(facts, dict) else {}
+
+        return await self._env.read(_read)
 
     # -- policies -----------------------------------------------------------------------------------
     # Keyed `org \0 account \0 policy id` (an org rule's account is empty), so the rules one caller sees,

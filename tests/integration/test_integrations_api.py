@@ -299,6 +299,57 @@ async def test_connection_filters_and_bad_connection_requests(
     assert nowhere["_tag"] == "IntegrationNotFoundError"
 
 
+async def test_a_connection_names_one_of_its_integrations_templates(
+    executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient
+) -> None:
+    """A typo in the template used to be saved, and every call then went out without the credential."""
+    await add_items(http, executor, upstream)
+    typo = await call(
+        http,
+        executor,
+        "POST",
+        "/api/connections",
+        {"owner": "org", "name": "main", "integration": "items", "template": "apikey-9", "value": SECRET},
+        status=400,
+    )
+    assert typo == {
+        "_tag": "InvalidConnectionInputError",
+        "message": 'unknown template "apikey-9" for integration "items"; valid templates: apikey-0, none',
+    }
+    assert await call(http, executor, "GET", "/api/connections") == []
+
+    # Clients send `values` whatever the template: an empty map carries no credential, a filled one does.
+    no_auth = {"owner": "org", "name": "public", "integration": "items", "template": "none"}
+    created = await call(http, executor, "POST", "/api/connections", {**no_auth, "values": {}})
+    assert (created["address"], created["provider"]) == ("tools.items.org.public", None)
+    filled = await call(
+        http, executor, "POST", "/api/connections", {**no_auth, "values": {"token": SECRET}}, status=400
+    )
+    assert filled["message"] == 'A no-auth connection (template "none") takes no provider credential origin'
+
+
+async def test_slugs_are_javascript_path_segments(
+    executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient
+) -> None:
+    """`tools.127_0_0_1.…` is a syntax error in the sandbox: a slug is never derived so, nor taken so."""
+    given = await call(
+        http, executor, "POST", "/api/openapi/specs", {"spec": blob(upstream), "slug": "2nd_items"}, status=400
+    )
+    assert given == {
+        "_tag": "InvalidInputError",
+        "message": "Invalid slug '2nd_items': start with a letter or '_', then up to 63 letters, digits, '_' or '-'",
+    }
+    added = await call(http, executor, "POST", "/api/openapi/specs", {"spec": blob(upstream), "name": "2nd Items"})
+    assert added == {"slug": "openapi_2nd_items", "toolCount": 2}
+    body = {"owner": "org", "name": "main", "integration": "openapi_2nd_items", "template": "apikey-0", "value": SECRET}
+    await call(http, executor, "POST", "/api/connections", body)
+    async with connect(executor.url, mode="legacy") as (client, _):
+        result = await client.call_tool(
+            "execute", {"code": 'return await tools.openapi_2nd_items.org.main.items.getItem({ itemId: "3" });'}
+        )
+    assert result.structured_content["result"]["data"] == {"id": "3", "name": "bolt"}, text_of(result)
+
+
 async def test_tools_and_their_schemas(executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient) -> None:
     await add_items(http, executor, upstream)
     assert await call(http, executor, "GET", "/api/tools") == []

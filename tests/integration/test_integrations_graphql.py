@@ -215,20 +215,54 @@ async def test_an_sdl_integration_works_with_introspection_off_and_a_rejected_cr
 
 
 async def test_introspection_off_without_an_sdl_fails_the_connection_s_discovery_with_upstream_s_message(
-    executor: ServerUnderTest, nursery: trio.Nursery, http: httpx.AsyncClient
+    executor: ServerUnderTest, nursery: trio.Nursery, http: httpx.AsyncClient, data_dir: Path
 ) -> None:
     closed = await start_graphql_shop(nursery, introspection=False)
     await add_shop(http, executor, closed)
-    await connect_shop(http, executor)  # the connection stands, without tools
+    reason = (
+        "Introspection failed with status 400: GraphQL introspection has been disabled, but the requested "
+        "query contained the field '__schema'."
+    )
+    # The connection stands, without tools, and says why in upstream's shape.
+    connected = await connect_shop(http, executor)
+    assert connected["lastHealth"] == {"status": "degraded", "detail": f"Tool sync failing: {reason}"}
     assert await api(http, executor, "GET", "/api/tools?integration=shop") == []
     failed = await api(http, executor, "POST", "/api/connections/org/shop/main/refresh", status=502)
-    assert failed == {
-        "_tag": "ToolDiscoveryError",
-        "message": (
-            "Introspection failed with status 400: GraphQL introspection has been disabled, but the requested "
-            "query contained the field '__schema'."
-        ),
-    }
+    assert failed == {"_tag": "ToolDiscoveryError", "message": reason}
+
+    # The CLI saves it alike, but no longer says only "saved connection" with exit 0.
+    added = await cli(
+        data_dir, "connections", "add", "--integration", "shop", "--name", "cli", "--template", "bearer",
+        stdin=TOKEN.encode(),
+    )  # fmt: skip
+    assert added.returncode == 1
+    assert added.stdout == b""
+    assert (
+        f"executor-mcp: error: saved connection tools.shop.org.cli, but listing its tools failed: {reason} It has "
+        "no tools until a listing succeeds"
+    ) in added.stderr.decode()
+    shown = await api(http, executor, "GET", "/api/connections/org/shop/cli")
+    assert shown["lastHealth"] == {"status": "degraded", "detail": f"Tool sync failing: {reason}"}
+
+
+@pytest.mark.slow  # CLI processes, about 0.7 s each
+async def test_the_cli_derives_a_slug_the_sandbox_can_name(
+    executor: ServerUnderTest, nursery: trio.Nursery, client: Client, data_dir: Path
+) -> None:
+    """From a host, the slug used to be `127_0_0_1`, and `tools.127_0_0_1.…` is a syntax error in the sandbox."""
+    open_shop = await start_graphql_shop(nursery, auth=None)
+    numbered = await cli(data_dir, "integrations", "add-graphql", "--endpoint", open_shop.url, "--slug", "127_0_0_1")
+    assert numbered.returncode == 2
+    assert b"Invalid slug '127_0_0_1': start with a letter or '_'" in numbered.stderr
+    added = await cli(data_dir, "integrations", "add-graphql", "--endpoint", open_shop.url)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == b"graphql_127_0_0_1\n"
+    connected = await cli(
+        data_dir, "connections", "add", "--integration", "graphql_127_0_0_1", "--name", "main", "--template", "none"
+    )
+    assert connected.returncode == 0, connected.stderr
+    called = await run(client, 'return await tools.graphql_127_0_0_1.org.main.query.order({ id: "o-1" });')
+    assert called == {"ok": True, "data": {"order": ORDER_O1}}
 
 
 async def test_a_query_parameter_credential_is_placed_in_the_query_and_shown_as_a_placement(
@@ -300,8 +334,8 @@ async def test_the_cli_adds_an_sdl_integration_the_server_serves(
     assert added.stdout == b"shop\n"
     assert b"4 tools" in added.stderr
     listed = await cli(data_dir, "integrations", "list")
-    assert listed.stdout.decode().startswith(f"shop\tgraphql\tshop\t{shop.url}")
-    shown = json.loads((await cli(data_dir, "integrations", "show", "shop")).stdout)
+    assert listed.stdout.decode().splitlines()[1].split() == ["shop", "graphql", "shop", shop.url]
+    shown = json.loads((await cli(data_dir, "integrations", "show", "shop", "--json")).stdout)
     assert shown["authMethods"][0]["placements"] == [
         {"carrier": "header", "name": "Authorization", "prefix": "Bearer "}
     ]

@@ -18,6 +18,8 @@ SPEC = {
     "info": {"title": "Tiny", "version": "1"},
     "servers": [{"url": "https://tiny.example"}],
     "paths": {"/ping": {"get": {"operationId": "ping", "tags": ["ping"], "responses": {"200": {"description": "ok"}}}}},
+    "security": [{"key": []}],
+    "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "x-key"}}},
 }
 
 
@@ -81,3 +83,47 @@ async def test_one_owner_holds_a_bounded_number_of_connections_to_one_integratio
         headers=MEMBER,
     )
     assert again.status_code == 200, again.text  # replacing one is not one more
+
+
+def spec_with_operations(count: int, description: str = "Many") -> dict:
+    paths = {
+        f"/op{index}": {"get": {"operationId": f"op{index}", "responses": {"200": {"description": "ok"}}}}
+        for index in range(count)
+    }
+    return {**SPEC, "info": {"title": "Many", "version": "1", "description": description}, "paths": paths}
+
+
+async def test_a_document_past_the_operations_bound_is_refused_naming_the_option(
+    nursery: trio.Nursery, data_dir: Path, http: httpx.AsyncClient
+) -> None:
+    server = await start_server(nursery, data_dir, integration_max_operations=3)
+    url = server.running.url + "/api/openapi/specs"
+    refused = await http.post(url, json={"spec": {"kind": "blob", "value": json.dumps(spec_with_operations(4))}})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["message"] == (
+        "The document has 4 operations; an integration holds at most 3 (--integration-max-operations)"
+    )
+    added = await http.post(url, json={"spec": {"kind": "blob", "value": json.dumps(spec_with_operations(3))}})
+    assert added.status_code == 200, added.text
+    assert added.json()["toolCount"] == 3
+
+
+async def test_a_document_padded_with_a_huge_description_keeps_a_bounded_one(
+    nursery: trio.Nursery, data_dir: Path, http: httpx.AsyncClient
+) -> None:
+    # Every listing of the org's integrations reads the description: megabytes of it cost every caller.
+    server = await start_server(nursery, data_dir)
+    padded = spec_with_operations(2, "d" * 3_000_000)
+    url = server.running.url + "/api/openapi"
+    preview = await http.post(url + "/preview", json={"spec": {"kind": "blob", "value": json.dumps(padded)}})
+    assert preview.status_code == 200, preview.text
+    assert len(preview.json()["description"]) == 4000
+    assert preview.json()["operationCount"] == 2
+    added = await http.post(
+        url + "/specs", json={"spec": {"kind": "blob", "value": json.dumps(padded)}, "slug": "many"}
+    )
+    assert added.status_code == 200, added.text
+    (listed,) = [
+        row for row in (await http.get(server.running.url + "/api/integrations")).json() if row["slug"] == "many"
+    ]
+    assert len(listed["description"]) == 4000

@@ -240,8 +240,10 @@ async def test_the_cli_adds_remote_and_header_servers_and_lists_them(
         )  # fmt: skip
         assert connected.returncode == 0, connected.stderr
         listed = await cli(data_dir, "integrations", "list")
-        assert f"guarded\tmcp\tGuarded\t{server.url}" in listed.stdout.decode()
-        shown = json.loads((await cli(data_dir, "integrations", "show", "guarded")).stdout)
+        assert ["guarded", "mcp", "Guarded", server.url] in [
+            line.split() for line in listed.stdout.decode().splitlines()
+        ]
+        shown = json.loads((await cli(data_dir, "integrations", "show", "guarded", "--json")).stdout)
         assert shown["config"]["headers"] == {"X-Static": "1"}
         async with connect(executor.url, mode="legacy") as (client, _):
             echoed = await run(client, 'return await tools.guarded.org.main.echo({text: "from the cli"})')
@@ -250,6 +252,38 @@ async def test_the_cli_adds_remote_and_header_servers_and_lists_them(
         refused = await cli(data_dir, "integrations", "add-mcp", "--name", "Local", "--command", "/bin/true")
         assert refused.returncode == 2
         assert b"MCP stdio transport is disabled." in refused.stderr
+
+
+async def test_the_cli_refreshes_a_connections_tools_by_the_address_it_lists(
+    executor: ServerUnderTest, http: httpx.AsyncClient, tmp_path: Path, data_dir: Path
+) -> None:
+    """`connections refresh` lists a connection's tools again, as `POST .../refresh` does (its `--json` is that
+    answer): a server that came back with one more tool shows it."""
+    async with downstream(tmp_path / "state") as server:
+        added = await cli(data_dir, "integrations", "add-mcp", "--name", "Down", "--url", server.url)
+        assert added.returncode == 0, added.stderr
+        connected = await cli(
+            data_dir, "connections", "add", "--integration", "down", "--name", "main", "--template", "none",
+            "--allow-local-network",
+        )  # fmt: skip
+        assert connected.returncode == 0, connected.stderr
+    address = (await cli(data_dir, "connections", "list")).stdout.decode().splitlines()[1].split()[0]
+    assert address == "tools.down.org.main"
+    async with downstream(tmp_path / "state", port=server.port, extra=True):
+        refreshed = await cli(data_dir, "connections", "refresh", address, "--allow-local-network")
+        assert refreshed.returncode == 0, refreshed.stderr
+        header, *rows = refreshed.stdout.decode().splitlines()
+        assert header.split() == ["TOOL", "DESCRIPTION"]
+        extra = ["tools.down.org.main.extra_tool", "Only on servers started with --extra."]
+        assert extra in [row.split(None, 1) for row in rows]
+        as_json = await cli(data_dir, "connections", "refresh", address, "--json", "--allow-local-network")
+        rows_json = json.loads(as_json.stdout)
+        assert rows_json == await api(http, executor, "POST", "/api/connections/org/down/main/refresh")
+        assert len(rows_json) == len(rows) == 7
+    gone = await cli(data_dir, "connections", "refresh", address, "--allow-local-network")
+    assert gone.returncode == 1  # nothing answers: the listing failed, and says so
+    assert gone.stdout == b""
+    assert address.encode() in gone.stderr
 
 
 async def test_a_new_endpoint_makes_every_connection_list_its_tools_again(

@@ -157,7 +157,8 @@ async def test_transport_failures_are_values_and_the_guard_applies(nursery: trio
         "ok": False,
         "error": {
             "code": "upstream_blocked",
-            "message": "Local and private network addresses are not allowed: 127.0.0.1",
+            "message": "Local and private network addresses are not allowed: 127.0.0.1; "
+            "the server allows local addresses with --allow-local-network",
         },
     }
     assert upstream.received == []

@@ -334,7 +334,10 @@ async def test_a_name_resolving_to_a_private_address_is_blocked(nursery: trio.Nu
     async with Outbound(resolver=resolver) as outbound:
         failure = await failure_of(outbound, get(f"http://rebind.test:{upstream.port}/x"))
     assert failure.code == "upstream_blocked"
-    assert failure.message == "Resolved address is local or private: 127.0.0.1 (rebind.test)"
+    assert failure.message == (
+        "Resolved address is local or private: 127.0.0.1 (rebind.test); "
+        "the server allows local addresses with --allow-local-network"
+    )
     assert lookups == [("rebind.test", upstream.port)]
     assert upstream.received == []
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from executor_mcp.integrations.addresses import connection_identifier, valid_slug
+from executor_mcp.integrations.addresses import connection_identifier, default_slug, slug_problem, valid_slug
 from executor_mcp.integrations.errors import InvalidConnectionInput, SpecRefused
 from executor_mcp.integrations.openapi.document import parse
 from executor_mcp.integrations.service import check_connection_request
@@ -19,6 +19,34 @@ def test_slugs_that_make_addresses(slug: str) -> None:
 @pytest.mark.parametrize("slug", ["", "a.b", "abc\n", "a b", "x" * 65, None])
 def test_slugs_that_would_break_addresses(slug: object) -> None:
     assert not valid_slug(slug)
+
+
+@pytest.mark.parametrize("slug", ["orders", "my-api", "A_1", "_private", "x" * 64])
+def test_slugs_a_new_integration_may_take(slug: str) -> None:
+    assert slug_problem(slug) is None
+
+
+@pytest.mark.parametrize("slug", ["127_0_0_1", "1password", "-x", "", "a.b", "x" * 65, 7, None])
+def test_slugs_that_are_no_javascript_path_segment_are_refused_for_new_integrations(slug: object) -> None:
+    problem = slug_problem(slug)
+    assert problem is not None
+    assert problem.startswith("Invalid slug ")
+    assert "start with a letter or '_'" in problem
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "slug"),
+    [
+        ("127.0.0.1", "graphql", "graphql_127_0_0_1"),
+        ("1Password", "mcp", "mcp_1password"),
+        ("2FA Service API", "openapi", "openapi_2fa_service_api"),
+        ("Shop API", "openapi", "shop_api"),
+        ("!!", "mcp", ""),
+        ("9" * 70, "graphql", "graphql_" + "9" * 56),
+    ],
+)
+def test_derived_slugs_are_javascript_identifiers(text: str, kind: str, slug: str) -> None:
+    assert default_slug(text, kind) == slug
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,9 @@ def test_registration_defaults_and_refusals() -> None:
         registration({"name": "!!", "endpoint": "https://mcp.example.com/"}, stdio_allowed=False).slug
         == "mcp_example_com"
     )
+    # A slug that starts with a digit is no `tools.<slug>` path in the sandbox.
+    assert registration({"name": "1Password", "endpoint": "https://x/"}, stdio_allowed=False).slug == "mcp_1password"
+    assert registration({"name": "-", "endpoint": "http://10.0.0.7/"}, stdio_allowed=False).slug == "mcp_10_0_0_7"
     header = registration(
         {
             "name": "h",

@@ -112,6 +112,7 @@ def test_local_hosts_are_refused_unless_allowed(host: str) -> None:
     assert blocked is not None
     assert blocked.reason is BlockReason.LOCAL
     assert blocked.message.startswith("Local and private network addresses are not allowed: ")
+    assert blocked.message.endswith("; the server allows local addresses with --allow-local-network")
     assert guard.check_host(host, allow_local_network=True) is None
 
 
@@ -120,7 +121,10 @@ def test_a_name_passes_before_resolution_and_its_addresses_are_judged_after() ->
     assert guard.check_host("notlocalhost.com", allow_local_network=False) is None
     resolved = guard.check_address(ipaddress.ip_address("10.1.2.3"), allow_local_network=False, resolved=True)
     assert resolved is not None
-    assert resolved.message == "Resolved address is local or private: 10.1.2.3"
+    assert resolved.described("intranet.test") == (
+        "Resolved address is local or private: 10.1.2.3 (intranet.test); "
+        "the server allows local addresses with --allow-local-network"
+    )
 
 
 @pytest.mark.parametrize("scheme", ["file", "ftp", "gopher", "", "javascript"])

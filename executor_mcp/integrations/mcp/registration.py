@@ -15,9 +15,10 @@ import urllib.parse
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.integrations import addresses
 from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.kinds import Registration
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, NO_AUTH, AuthMethod, Placement
+from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, MCP, NO_AUTH, AuthMethod, Placement
 from executor_mcp.integrations.openapi import auth as openapi_auth
 
 REMOTE, STDIO = "remote", "stdio"
@@ -45,7 +46,6 @@ MAX_VARS = 32
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
 _HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_SLUG_WORDS = re.compile(r"[a-z0-9]+")
 _REMOTE_FIELDS = {
     "transport",
     "name",
@@ -72,10 +72,6 @@ CONFIG_FIELDS = {
     "env",
     "cwd",
 }
-
-
-def slugify(text: str) -> str:
-    return "_".join(_SLUG_WORDS.findall(text.lower()))[:64].strip("_")
 
 
 def _known(values: JsonObject, allowed: set[str]) -> None:
@@ -261,13 +257,14 @@ def connection_config(values: JsonObject, *, stdio_allowed: bool) -> tuple[JsonO
 
 
 def default_slug(name: str, config: JsonObject) -> str:
-    """slugify(name), else the endpoint's host, else the command's basename, else `mcp`."""
+    """The slug of the name, else of the endpoint's host, else of the command's basename, else `mcp`
+    (`addresses.default_slug`: `mcp_` before one that would start with a digit)."""
     for candidate in (
         name,
         urllib.parse.urlsplit(config.get("endpoint", "")).hostname or "",
         posixpath.basename(config.get("command", "")),
     ):
-        slug = slugify(candidate)
+        slug = addresses.default_slug(candidate, MCP)
         if slug:
             return slug
     return "mcp"

@@ -88,12 +88,21 @@ class CompiledSpec:
         return tuple(server["url"] for server in self.servers)
 
 
-def compile_spec(source: bytes | str, *, max_bytes: int = MAX_SOURCE_BYTES) -> CompiledSpec:
-    """Source text → `CompiledSpec`, or `SpecRefused` with a one-line reason. CPU-bound: run it in a thread."""
-    return compile_document(parse(source, max_bytes=max_bytes))
+def compile_spec(
+    source: bytes | str, *, max_bytes: int = MAX_SOURCE_BYTES, max_operations: int | None = None
+) -> CompiledSpec:
+    """Source text → `CompiledSpec`, or `SpecRefused` with a one-line reason. CPU-bound: the server runs it in a
+    child process (`isolated.py`)."""
+    return compile_document(parse(source, max_bytes=max_bytes), max_operations=max_operations)
 
 
-def compile_document(document: Document) -> CompiledSpec:
+def compile_document(document: Document, *, max_operations: int | None = None) -> CompiledSpec:
+    """`max_operations` refuses a document with more operations, before any is compiled."""
+    if max_operations is not None and (count := _operation_count(document)) > max_operations:
+        raise SpecRefused(
+            f"The document has {count} operations; an integration holds at most {max_operations} "
+            "(--integration-max-operations)"
+        )
     schemas = _Schemas(document)
     raw_defs = document.components.get("schemas")
     defs = {name: schemas.top(schema) for name, schema in raw_defs.items()} if isinstance(raw_defs, dict) else {}
@@ -129,8 +138,18 @@ def compile_document(document: Document) -> CompiledSpec:
     )
 
 
-def preview(spec: CompiledSpec) -> JsonObject:
-    """`POST /openapi/preview`'s answer: upstream's summary keys, without the `operations` list (HEAD)."""
+def _operation_count(document: Document) -> int:
+    count = 0
+    for path in document.paths:
+        item = document.resolve(document.paths[path])
+        if isinstance(item, dict):
+            count += sum(isinstance(item.get(method), dict) for method in METHODS)
+    return count
+
+
+def preview(spec: CompiledSpec, *, operation_count: int | None = None) -> JsonObject:
+    """`POST /openapi/preview`'s answer: upstream's summary keys, without the `operations` list (HEAD).
+    `operation_count` stands in for the catalog's length when the spec came without it (`isolated.py`)."""
     summary: JsonObject = {}
     for key, value in (("title", spec.title), ("description", spec.description), ("version", spec.version)):
         if value is not None:
@@ -138,7 +157,7 @@ def preview(spec: CompiledSpec) -> JsonObject:
     summary.update(
         {
             "servers": list(spec.servers),
-            "operationCount": len(spec.catalog.tools),
+            "operationCount": len(spec.catalog.tools) if operation_count is None else operation_count,
             "tags": list(spec.tags),
             "securitySchemes": list(spec.security_schemes),
             "authStrategies": list(spec.auth_strategies),
