@@ -19,9 +19,8 @@ from executor_mcp.audit.model import MAX_LISTED, AuditQuery, AuditRecord, parse_
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
-from executor_mcp.codec import converter
 from executor_mcp.config import Settings
-from executor_mcp.listing import print_listing
+from executor_mcp.listing import Column, milliseconds, print_fields, print_listing
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
     Policies,
@@ -32,7 +31,7 @@ from executor_mcp.policies.service import (
 )
 from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionRecord
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.web.console import LINK_PATH, new_link
 from executor_mcp.web.signin import MAX_LINK_SECONDS
@@ -51,15 +50,28 @@ def _when(at: float | None) -> str:
     return "-" if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
-def _org_line(org: OrgRecord) -> str:
-    state = "revoked" if org.revoked else "live"
-    return f"{org.org_id}\t{state}\tfirst seen {_when(org.first_seen_at)}\tchanged {_when(org.changed_at)}"
+_ORG_COLUMNS: list[Column[OrgRecord]] = [
+    ("ORG", lambda org: org.org_id),
+    ("STATE", lambda org: "revoked" if org.revoked else "live"),
+    ("FIRST SEEN", lambda org: _when(org.first_seen_at)),
+    ("CHANGED", lambda org: _when(org.changed_at)),
+]
+
+
+def _org_json(org: OrgRecord) -> dict[str, object]:
+    """No HTTP API lists organizations: the row follows the listings' rule (`listing.py`)."""
+    return {
+        "id": org.org_id,
+        "revoked": org.revoked,
+        "firstSeenAt": milliseconds(org.first_seen_at),
+        "changedAt": milliseconds(org.changed_at),
+    }
 
 
 async def orgs_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
         orgs = sorted(await control.orgs(), key=lambda record: record.org_id)
-    print_listing(orgs, as_json, "no organizations", _org_line, converter.unstructure)
+    print_listing(orgs, as_json, "no organizations", _ORG_COLUMNS, _org_json)
     return 0
 
 
@@ -92,16 +104,33 @@ async def keys_create(data_dir: Path, account_id: str, org_id: str, admin: bool 
     return 0
 
 
-def _key_line(key: ApiKeyRecord) -> str:
-    state = ("revoked" if key.revoked else "active") + (" admin" if key.admin else "")
-    return f"{key.key_id}\t{state}\taccount {key.account_id}\torg {key.org_id}\tcreated {_when(key.created_at)}"
+_KEY_COLUMNS: list[Column[ApiKeyRecord]] = [
+    ("ID", lambda key: key.key_id),
+    ("STATE", lambda key: "revoked" if key.revoked else "active"),
+    ("ROLE", lambda key: "admin" if key.admin else "member"),
+    ("ACCOUNT", lambda key: key.account_id),
+    ("ORG", lambda key: key.org_id),
+    ("CREATED", lambda key: _when(key.created_at)),
+]
+
+
+def _key_json(key: ApiKeyRecord) -> dict[str, object]:
+    """No HTTP API lists API keys: the row follows the listings' rule (`listing.py`). The record holds no
+    secret (only its digest names it in the store), so all of it may be shown."""
+    return {
+        "id": key.key_id,
+        "account": key.account_id,
+        "org": key.org_id,
+        "admin": key.admin,
+        "revoked": key.revoked,
+        "createdAt": milliseconds(key.created_at),
+    }
 
 
 async def keys_list(data_dir: Path, as_json: bool = False) -> int:
-    """The record holds no secret (only its digest names it in the store), so all of it may be shown."""
     async with _control_plane(data_dir) as control:
         keys = sorted(await control.api_keys(), key=lambda record: record.created_at)
-    print_listing(keys, as_json, "no API keys", _key_line, converter.unstructure)
+    print_listing(keys, as_json, "no API keys", _KEY_COLUMNS, _key_json)
     return 0
 
 
@@ -120,9 +149,13 @@ def _principal(org_id: str, account_id: str | None) -> Owner:
     return Owner(account_id=account_id or "", org_id=org_id, org_admin=True)
 
 
-def _policy_line(record: PolicyRecord) -> str:
-    who = f"user {record.account_id}" if record.owner == "user" else "org"
-    return f"{record.id}\t{who}\t{record.pattern}\t{record.action}\t{record.position}"
+_POLICY_COLUMNS: list[Column[PolicyRecord]] = [
+    ("ID", lambda record: record.id),
+    ("OWNER", lambda record: f"user {record.account_id}" if record.owner == "user" else "org"),
+    ("PATTERN", lambda record: record.pattern),
+    ("ACTION", lambda record: record.action),
+    ("POSITION", lambda record: record.position),
+]
 
 
 async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_json: bool = False) -> int:
@@ -130,7 +163,7 @@ async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_
     async with _control_plane(data_dir) as control:
         records = await Policies(control).list(_principal(org_id, account_id))
     empty = f"no policies in organization {org_id}" + (f" for user {account_id}" if account_id else "")
-    print_listing(records, as_json, empty, _policy_line, describe)
+    print_listing(records, as_json, empty, _POLICY_COLUMNS, describe)
     return 0
 
 
@@ -161,41 +194,97 @@ async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, p
     return 0
 
 
-def _session_line(record: SessionRecord) -> str:
-    state = "condemned" if record.condemned else "stored"
-    return (
-        f"{record.session_id}\t{state}\taccount {record.owner.account_id}\torg {record.owner.org_id}"
-        f"\t{record.resource}\tcreated {_when(record.created_at)}\tactive {_when(record.last_activity_at)}"
-    )
+def _session_state(record: SessionRecord) -> str:
+    return "condemned" if record.condemned else "stored"
+
+
+_SESSION_COLUMNS: list[Column[SessionRecord]] = [
+    ("ID", lambda record: record.session_id),
+    ("STATE", _session_state),
+    ("ACCOUNT", lambda record: record.owner.account_id),
+    ("ORG", lambda record: record.owner.org_id),
+    ("RESOURCE", lambda record: record.resource),
+    ("CREATED", lambda record: _when(record.created_at)),
+    ("ACTIVE", lambda record: _when(record.last_activity_at)),
+]
+
+
+def _session_json(record: SessionRecord) -> dict[str, object]:
+    """A directory entry, with the HTTP API's names for what it shares with `GET /api/sessions`'s rows (`id`,
+    `createdAt`, `lastActivityAt`). The API lists only the caller's own sessions, with their live state, which
+    only the server knows; the command lists every account's, as stored."""
+    return {
+        "id": record.session_id,
+        "account": record.owner.account_id,
+        "org": record.owner.org_id,
+        "resource": record.resource,
+        "condemned": record.condemned,
+        "workspace": record.workspace,
+        "createdAt": milliseconds(record.created_at),
+        "lastActivityAt": milliseconds(record.last_activity_at),
+        "pausedUntil": milliseconds(record.paused_until) if record.paused_until else None,
+    }
+
+
+def _meta_json(meta: SessionMeta) -> dict[str, object]:
+    """What the session file adds to its directory entry (who it is, the entry says)."""
+    return {
+        "protocolVersion": meta.protocol_version,
+        "clientInfo": meta.client_info,
+        "clientCapabilities": meta.client_capabilities,
+        "elicitationMode": meta.elicitation_mode,
+        "mode": meta.mode,
+        "createdAt": milliseconds(meta.created_at),
+    }
 
 
 async def sessions_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
         records = sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True)
-    print_listing(records, as_json, "no sessions", _session_line, converter.unstructure)
+    print_listing(records, as_json, "no sessions", _SESSION_COLUMNS, _session_json)
     return 0
 
 
-async def sessions_show(data_dir: Path, session_id: str) -> int:
+async def sessions_show(data_dir: Path, session_id: str, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
         record = await control.get_session(session_id)
     if record is None:
         print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
         return 1
-    shown: dict[str, object] = {"directory": converter.unstructure(record)}
+    meta: SessionMeta | None = None
+    last_activity: float | None = None
+    initialize: bytes | None = None
     try:
         file = await SessionFile.open(SessionFile.path_for(data_dir / SESSIONS_DIR, session_id))
     except MissingSessionFile:
-        shown["meta"] = None
+        pass
     else:
         try:
-            shown["meta"] = converter.unstructure(await file.meta())
-            shown["last_activity"] = _when(await file.last_activity())
+            meta, last_activity = await file.meta(), await file.last_activity()
             initialize = await file.initialize_request()
-            shown["initialize_request"] = json.loads(initialize) if initialize else None
         finally:
             await file.close()
-    print(json.dumps(shown, indent=2))
+    if as_json:
+        shown = {
+            "session": _session_json(record),
+            "meta": None if meta is None else _meta_json(meta),
+            "lastActivityAt": milliseconds(last_activity),
+            "initializeRequest": json.loads(initialize) if initialize else None,
+        }
+        print(json.dumps(shown, indent=2))
+        return 0
+    fields: list[tuple[str, object]] = [(title.lower(), cell(record)) for title, cell in _SESSION_COLUMNS]
+    if meta is None:
+        fields.append(("file", "none (the session's file is gone)"))
+    else:
+        client = " ".join(str(meta.client_info.get(key) or "") for key in ("name", "version"))
+        fields += [
+            ("client", client),
+            ("protocol", meta.protocol_version),
+            ("approvals", meta.elicitation_mode),
+            ("mode", meta.mode),
+        ]
+    print_fields(fields)
     return 0
 
 
@@ -250,14 +339,22 @@ async def audit_list(
     async with _control_plane(data_dir) as control:
         page = await AuditTrail(control, retention=0.0).page(query)
     empty = f"no audit records for org {org}" + (" matching the filters" if query.narrowed or after else "")
-    print_listing(page.records, as_json, empty, _audit_line, record_json)
+    print_listing(page.records, as_json, empty, _AUDIT_COLUMNS, record_json)
     return 0
 
 
-def _audit_line(record: AuditRecord) -> str:
+def _decision(record: AuditRecord) -> str:
     rule = "-" if record.decision is None else (record.rule_pattern or "tool default")
-    approval = "-" if record.approval is None else f"{record.approval} by {record.answered_by}"
-    return (
-        f"{_when(record.at)}\t{record.account}\t{record.session_id[:12]}\t{record.tool}\t"
-        f"{record.decision or '-'} ({rule})\t{approval}\t{record.outcome}\t{record.duration_ms:.1f} ms"
-    )
+    return f"{record.decision or '-'} ({rule})"
+
+
+_AUDIT_COLUMNS: list[Column[AuditRecord]] = [
+    ("TIME", lambda record: _when(record.at)),
+    ("ACCOUNT", lambda record: record.account),
+    ("SESSION", lambda record: record.session_id[:12]),
+    ("TOOL", lambda record: record.tool),
+    ("DECISION", _decision),
+    ("APPROVAL", lambda record: "-" if record.approval is None else f"{record.approval} by {record.answered_by}"),
+    ("OUTCOME", lambda record: record.outcome),
+    ("DURATION", lambda record: f"{record.duration_ms:.1f} ms"),
+]

@@ -26,7 +26,7 @@ from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
-from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Settings
+from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Settings, data_dir_facts
 from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
@@ -203,6 +203,8 @@ async def serve(
     try:
         control = await ControlPlane.open(settings.data_dir)
         try:
+            # What this server lets the data dir's records do, for the admin commands on it to do the same.
+            await control.record_data_dir_facts(data_dir_facts(settings))
             async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
                 book = HandoffBook() if handoffs is None else handoffs
                 front = front or partial(_hypercorn_front, settings)
@@ -330,10 +332,12 @@ async def _serve(
 
 
 async def serve_until_signalled(settings: Settings) -> None:
-    """Run until SIGTERM or SIGINT, announcing the endpoint on stderr once listening."""
+    """Run until SIGTERM or SIGINT. Once listening, announce the endpoint and the console on stderr (each on its
+    own line: scripts wait for the `MCP:` line), and the URL in the data dir's lock file, for `doctor`."""
     async with trio.open_nursery() as nursery:
         running: Running = await nursery.start(partial(serve, settings))
-        print(f"MCP: {running.mcp_url}", file=sys.stderr, flush=True)
+        ownership.announce(settings.data_dir, running.url)
+        print(f"MCP: {running.mcp_url}\nConsole: {running.url}/", file=sys.stderr, flush=True)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)

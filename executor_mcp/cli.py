@@ -1,7 +1,9 @@
 """The `executor-mcp` command line: `serve`, and admin commands that work on a data dir."""
 
 import argparse
+import difflib
 import json
+import logging
 import os
 import platform
 import sys
@@ -9,12 +11,12 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 import trio
 
 from executor_mcp import __version__
-from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, load_settings
+from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, given_options, load_settings
 from executor_mcp.config_reference import option_help, render_markdown
 from executor_mcp.observability.logs import configure_logging
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
@@ -33,16 +35,50 @@ _INTEGRATION_OPTIONS = _DATA_OPTIONS | {
 
 
 class _Parser(argparse.ArgumentParser):
-    """A parser that refuses what it does not know itself: argparse hands a subcommand's leftovers up to the top
-    parser, which would answer `sessions list --bogus` with the top-level usage instead of `sessions list`'s."""
+    """A parser whose refusals are short: one line naming what is wrong (an unknown option with the known one
+    closest to it, a bad value with its option) and where help is, never the whole usage (`serve`'s is forty
+    lines, and the error scrolled away above it). It refuses what it does not know itself: argparse hands a
+    subcommand's leftovers up to the top parser, which would name `executor-mcp` instead of `sessions list`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Errors are raised to `parse_known_args` below, which words them from the error's parts.
+        kwargs.setdefault("exit_on_error", False)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        parsed, extras = super().parse_known_args(args, namespace)
+        try:
+            parsed, extras = super().parse_known_args(args, namespace)
+        except argparse.ArgumentError as refused:
+            self.error(f"{refused.argument_name}: {refused.message}" if refused.argument_name else refused.message)
         if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            self.error(self._unknown(extras))
         return parsed, extras
+
+    def _unknown(self, extras: list[str]) -> str:
+        option = next((extra.partition("=")[0] for extra in extras if extra.startswith("--")), None)
+        if option is None:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        known = [name for name in self._option_string_actions if name.startswith("--")]
+        close = difflib.get_close_matches(option, known, n=1)
+        return f"unknown option {option}" + (f"; did you mean {close[0]}?" if close else "")
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(see {self.prog} --help)\n")
+
+
+def _typed(kind: type[int] | type[float]) -> Callable[[str], Any]:
+    """`int` or `float` as an argparse type, refused in the options' words (`--limit: invalid int value 'x'`,
+    as `--port abc` is refused by `config.py`) rather than argparse's own (`invalid int value: 'x'`)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value {text!r}") from None
+
+    return parse
 
 
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -81,7 +117,8 @@ def _add_options(parser: argparse.ArgumentParser, names: set[str] | None = None)
 
 SERVE = """Run the MCP server: MCP over streamable HTTP at /mcp, the web console at /, and the JSON APIs under
 /api. Agents' code runs in sandbox worker processes; sessions, paused executions and the control plane persist in
-the data dir, so a restart keeps them. Once listening it prints `MCP: http://HOST:PORT/mcp` on stderr; SIGTERM or
+the data dir, so a restart keeps them. Once listening it prints `MCP: http://HOST:PORT/mcp` and `Console:
+http://HOST:PORT/` on stderr (and records the URL in the data dir's server.lock, where doctor finds it); SIGTERM or
 SIGINT stop it gracefully. Every option is also an environment variable and a key of the --config file (flag >
 environment > file > default)."""
 
@@ -91,8 +128,9 @@ serve (one server holds a data dir at a time). Logs go to stderr. The end of inp
 
 DOCTOR = """Check whether this machine can run the server with these settings: the data dir (exists or can be
 created, writable), its control plane (opens and reads), permissions (data dir and secret.key not open to
-others), the port (free, or held by the server running on this data dir), a sandbox worker (starts and runs a
-program) and the clock. Prints one line per check, `ok|warn|fail  check  detail`; exits 1 if any check failed."""
+others), the port (free, or held by the server running on this data dir: the one that server announced, whatever
+--port says), a sandbox worker (starts and runs a program) and the clock. Prints one line per check,
+`ok|warn|fail  check  detail`; exits 1 if any check failed."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -188,13 +226,13 @@ def _parser() -> argparse.ArgumentParser:
     _json_option(listed)
     _add_options(listed, _DATA_OPTIONS)
     for action, summary in (
-        ("show", "one session's directory entry and meta, as JSON"),
+        ("show", "one session's directory entry and what its file says of its client"),
         ("terminate", "end a session (a running server ends its runtime within a second)"),
     ):
         command = _command(session_actions, action, summary)
         command.add_argument("session_id", metavar="SESSION_ID")
         if action == "show":
-            command.add_argument("--json", action="store_true", help="the same JSON (show always prints JSON)")
+            command.add_argument("--json", action="store_true", help="print JSON instead of text")
         _add_options(command, _DATA_OPTIONS)
 
     audit = _command(commands, "audit", "read the audit log of tool calls")
@@ -210,7 +248,7 @@ def _parser() -> argparse.ArgumentParser:
     listed.add_argument("--since", metavar="WHEN", help="only calls since then: 15m, 2h, 7d, or an ISO 8601 time")
     listed.add_argument("--session", metavar="SESSION_ID", help="only this session's calls")
     listed.add_argument("--tool", metavar="GLOB", help="only tools whose path matches, e.g. 'github.*'")
-    listed.add_argument("--limit", type=int, default=100, metavar="N", help="at most N records")
+    listed.add_argument("--limit", type=_typed(int), default=100, metavar="N", help="at most N records")
     _add_options(listed, _DATA_OPTIONS)
 
     link = _command(commands, "console-link", "print a one-time link that signs in to the web console")
@@ -218,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
     link.add_argument("--org", required=True, metavar="ORG", help="the organization it signs in to")
     link.add_argument("--admin", action="store_true", help="sign in as an org admin (see --org-admin-claim)")
     link.add_argument(
-        "--expires", type=float, default=LINK_SECONDS, metavar="SECONDS", help="seconds the link stays usable"
+        "--expires", type=_typed(float), default=LINK_SECONDS, metavar="SECONDS", help="seconds the link stays usable"
     )
     _add_options(link, _DATA_OPTIONS | {"host", "port", "public_url"})
 
@@ -241,7 +279,7 @@ def _integration_commands(commands: Commands) -> None:
     integrations = _command(commands, "integrations", "add, list, show, update or remove integrations")
     actions = _actions(integrations)
     add = _command(actions, "add-openapi", "add an OpenAPI integration to the org")
-    add.add_argument("--slug", required=True, help="its id in tool paths: letters, digits, _ and -")
+    add.add_argument("--slug", required=True, help="its id in tool paths: a letter or _, then letters, digits, _ and -")
     _spec_source(add, required=True)
     add.add_argument("--name", help="display name (default: the spec's title)")
     add.add_argument("--description", help="what agents read about it (default: the spec's)")
@@ -279,9 +317,14 @@ def _integration_commands(commands: Commands) -> None:
     _json_option(listed)
     _org_option(listed)
     _add_options(listed, _INTEGRATION_OPTIONS)
-    for action, summary in (("show", "one integration as JSON"), ("remove", "remove one, with its connections")):
+    for action, summary in (
+        ("show", "one integration: its source, tools and templates"),
+        ("remove", "remove one, with its connections"),
+    ):
         command = _command(actions, action, summary)
         command.add_argument("slug")
+        if action == "show":
+            command.add_argument("--json", action="store_true", help="print JSON instead of text")
         _org_option(command)
         _add_options(command, _INTEGRATION_OPTIONS)
     _add_mcp_command(actions)
@@ -322,7 +365,7 @@ def _add_mcp_command(actions: Commands) -> None:
 
 
 def _connection_commands(commands: Commands) -> None:
-    connections = _command(commands, "connections", "add, list or remove connections (credentials)")
+    connections = _command(commands, "connections", "add, list, refresh or remove connections (credentials)")
     actions = _actions(connections)
     add = _command(
         actions, "add", "add or replace a connection; its value is read from a prompt or standard input, never argv"
@@ -345,16 +388,25 @@ def _connection_commands(commands: Commands) -> None:
         _add_options(command, _INTEGRATION_OPTIONS)
     listed.add_argument("--integration", metavar="SLUG", help="only this integration's")
     _json_option(listed)
-    remove = _command(actions, "remove", "remove a connection, and the values it stored")
-    remove.add_argument("connection", metavar="OWNER/INTEGRATION/NAME")
-    remove.add_argument("--user", help="the account a user connection belongs to")
-    _org_option(remove)
-    _add_options(remove, _INTEGRATION_OPTIONS)
+    for action, summary in (
+        ("remove", "remove a connection, and the values it stored"),
+        ("refresh", "list a connection's tools again (MCP servers, introspected GraphQL) and print them"),
+    ):
+        command = _command(actions, action, summary)
+        command.add_argument(
+            "connection", metavar="ADDRESS", help="as connections list prints it, e.g. tools.github.org.main"
+        )
+        command.add_argument("--user", help="the account a user connection belongs to")
+        if action == "refresh":
+            _json_option(command)
+        _org_option(command)
+        _add_options(command, _INTEGRATION_OPTIONS)
 
 
 def _hidden(command: str) -> Callable[[list[str]], int] | None:
     """How the single binary re-executes itself (a sandbox worker, the zygote that forks them, the shim a stdio MCP
-    server runs under): commands not for people, so argparse never hears of them and no help or error lists them."""
+    server runs under, the OpenAPI compiler): commands not for people, so argparse never hears of them and no help
+    or error lists them."""
     if command == "sandbox-worker":
         from executor_mcp.sandbox.worker import main as worker_main  # light: the worker needs no server
 
@@ -363,6 +415,10 @@ def _hidden(command: str) -> Callable[[list[str]], int] | None:
         from executor_mcp.sandbox.zygote import main as zygote_main
 
         return lambda _: zygote_main()
+    if command == "openapi-compiler":
+        from executor_mcp.integrations.openapi.isolated import main as compiler_main
+
+        return compiler_main
     if command == "mcp-stdio-lifeline":
         from executor_mcp.integrations.mcp.lifeline import main as lifeline_main
 
@@ -417,6 +473,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "stdio":
         return _serve_stdio(settings, args.elicitation_mode, args.mode)
     if args.command == "doctor":
+        _only_our_log_lines()
         return _doctor(settings, args.json)
     return trio.run(_admin(args, settings))
 
@@ -434,6 +491,17 @@ def _version(as_json: bool) -> int:
     }
     print(json.dumps(shown, indent=2))
     return 0
+
+
+def _ours(record: logging.LogRecord) -> bool:
+    return record.name == "executor_mcp" or record.name.startswith("executor_mcp.")
+
+
+def _only_our_log_lines() -> None:
+    """The doctor's report is its output: a library's log line among it (httpx logs each request it makes at
+    info) reads as a finding, and is none."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ours)
 
 
 def _doctor(settings: Settings, as_json: bool) -> int:
@@ -473,7 +541,7 @@ def _admin(args: argparse.Namespace, settings: Settings):
         case "sessions", "list":
             return partial(admin.sessions_list, data_dir, args.json)
         case "sessions", "show":
-            return partial(admin.sessions_show, data_dir, args.session_id)
+            return partial(admin.sessions_show, data_dir, args.session_id, args.json)
         case "audit", "list":
             return partial(
                 admin.audit_list, data_dir, args.org, args.since, args.session, args.tool, args.limit, args.json
@@ -491,6 +559,7 @@ def _admin(args: argparse.Namespace, settings: Settings):
 def _integrations_admin(args: argparse.Namespace, settings: Settings):
     from executor_mcp.integrations import commands
 
+    settings = trio.run(commands.data_dir_settings, settings, given_options(vars(args)))
     match args.command, args.action:
         case "integrations", "add-openapi":
             return partial(
@@ -540,7 +609,7 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
         case "integrations", "list":
             return partial(commands.integrations_list, settings, args.org, args.json)
         case "integrations", "show":
-            return partial(commands.integrations_show, settings, args.org, args.slug)
+            return partial(commands.integrations_show, settings, args.org, args.slug, args.json)
         case "integrations", "update":
             return partial(commands.integrations_update, settings, args.org, args.slug, args.url, args.file)
         case "integrations", "remove":
@@ -562,6 +631,8 @@ def _integrations_admin(args: argparse.Namespace, settings: Settings):
             )
         case "connections", "list":
             return partial(commands.connections_list, settings, args.org, args.user, args.integration, args.json)
+        case "connections", "refresh":
+            return partial(commands.connections_refresh, settings, args.org, args.user, args.connection, args.json)
         case _:
             return partial(commands.connections_remove, settings, args.org, args.user, args.connection)
 

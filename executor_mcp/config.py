@@ -24,6 +24,9 @@ DEFAULT_PORT = 4788
 DEFAULT_EXECUTIONS_PER_ACCOUNT = 16
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 DEFAULT_MAX_SPEC_BYTES = 32 * 1024 * 1024
+# Operations of one OpenAPI document: GitHub's REST description has 1,223; each costs memory and search time
+# for as long as the integration exists.
+DEFAULT_MAX_OPERATIONS = 20_000
 # The master key of the encrypted secret store: an environment variable or `<data-dir>/secret.key`, never a
 # flag (argv is visible to every user of the machine).
 SECRET_KEY_ENV = ENV_PREFIX + "SECRET_KEY"
@@ -76,6 +79,7 @@ class Settings:
     allow_stdio_mcp: bool = False
     integration_max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     integration_max_spec_bytes: int = DEFAULT_MAX_SPEC_BYTES
+    integration_max_operations: int = DEFAULT_MAX_OPERATIONS
     secret_env: tuple[str, ...] = ()
     secrets_dir: Path | None = None
 
@@ -93,15 +97,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class _NotANumber(ValueError):
+    """Text that is no number at all (`--port abc`), said in a few words (`invalid int value 'abc'`) rather than
+    in Python's (`invalid literal for int() with base 10: 'abc'`)."""
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _NotANumber(f"invalid int value {text!r}") from None
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise _NotANumber(f"invalid float value {text!r}") from None
+
+
 def _port(text: str) -> int:
-    port = int(text)
+    port = _int(text)
     if not 0 <= port <= 65535:
         raise ValueError("must be between 0 and 65535")
     return port
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    value = _float(text)
     if value < 0 or value != value:
         raise ValueError("must be a non-negative number of seconds")
     return value
@@ -115,7 +138,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    value = _int(text)
     if value < 1:
         raise ValueError("must be a whole number of at least 1")
     return value
@@ -227,6 +250,8 @@ class Option:
     switch: bool = False  # a flag with no value turns it on; env and TOML say true or false
     metavar: str | None = None  # the value's placeholder in help, when the parser's (`_METAVARS`) says too little
     default: str | None = None  # the default in words, when `Settings`' value is computed or says too little
+    # It decides what the data dir's records may do: one fact for every command on the data dir (`DATA_DIR_FACTS`).
+    data_dir_fact: bool = False
 
     @property
     def flag(self) -> str:
@@ -378,6 +403,7 @@ OPTIONS = (
         "let integrations reach loopback, private and link-local addresses (off: the SSRF guard refuses them; "
         "metadata addresses stay refused)",
         switch=True,
+        data_dir_fact=True,
     ),
     Option(
         "allow_stdio_mcp",
@@ -385,6 +411,7 @@ OPTIONS = (
         "let MCP integrations run local commands as stdio MCP servers (each runs with an empty environment plus "
         "the variables its connection names)",
         switch=True,
+        data_dir_fact=True,
     ),
     Option(
         "integration_max_response_bytes",
@@ -399,6 +426,12 @@ OPTIONS = (
         metavar="BYTES",
     ),
     Option(
+        "integration_max_operations",
+        _positive_int,
+        "operations of an OpenAPI document, past which it is refused",
+        metavar="N",
+    ),
+    Option(
         "secret_env",
         _secret_env_name,
         f"an environment variable the env secret provider may read besides {SECRET_ENV_PREFIX}* (repeatable)",
@@ -407,10 +440,40 @@ OPTIONS = (
     Option("secrets_dir", _directory, "a directory of secret files the file secret provider reads (e.g. /run/secrets)"),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
+# Settings that decide what the data dir's records may do. The server records the values it runs with in the
+# data dir's control plane; an admin command on the data dir takes them unless it sets them itself
+# (`with_data_dir_facts`), so a record the server may use is one the command may make, and the other way round.
+DATA_DIR_FACTS = tuple(option.name for option in OPTIONS if option.data_dir_fact)
+
+
+def data_dir_facts(settings: Settings) -> dict[str, Any]:
+    """What the server records of its settings for the commands on its data dir."""
+    return {name: getattr(settings, name) for name in DATA_DIR_FACTS}
+
+
+def with_data_dir_facts(settings: Settings, given: frozenset[str], recorded: Mapping[str, object]) -> Settings:
+    """A command's `settings`, with each data-dir fact it does not set itself (`given`) taken from `recorded`
+    (what the data dir's server runs with); a recorded value of another type is ignored."""
+    defaults = attrs.fields_dict(Settings)
+    taken = {
+        name: value
+        for name, value in recorded.items()
+        if name in DATA_DIR_FACTS and name not in given and type(value) is type(defaults[name].default)
+    }
+    return attrs.evolve(settings, **taken)
 
 
 def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str] = os.environ) -> Settings:
     """Merge the sources; `flags` maps option names to the raw text given on the command line."""
+    return _checked(Settings(**_given(flags, environ)))
+
+
+def given_options(flags: Mapping[str, str | None], environ: Mapping[str, str] = os.environ) -> frozenset[str]:
+    """The options a command sets itself, by a flag, the environment or the config file (the rest default)."""
+    return frozenset(_given(flags, environ))
+
+
+def _given(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> dict[str, Any]:
     config_path = flags.get("config") or environ.get(CONFIG_ENV)
     file_values = _read_toml(Path(config_path)) if config_path else {}
     values: dict[str, Any] = {}
@@ -425,7 +488,7 @@ def load_settings(flags: Mapping[str, str | None], environ: Mapping[str, str] = 
                     _parse_repeated(option, source, raw) if option.repeatable else _parse(option, source, raw)
                 )
                 break
-    return _checked(Settings(**values))
+    return values
 
 
 def _parse_repeated(option: Option, source: str, raw: object) -> tuple[Any, ...]:
@@ -454,6 +517,8 @@ def _parse(option: Option, source: str, raw: object) -> Any:
     text = raw if isinstance(raw, str) else str(raw)
     try:
         return option.parse(text)
+    except _NotANumber as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
 

@@ -33,6 +33,8 @@ MAX_LISTED = 1000
 MAX_TOOL_PATH = 512  # longer paths (which name no tool) are kept cut
 _ORG_BYTES = 16
 _TIME = struct.Struct(">Q")  # microseconds since the epoch, big-endian: byte order is time order
+_LATEST_MICROS = 2**64 - 1
+_LATEST_SECONDS = 2.0**63 / 1_000_000
 
 
 @attrs.frozen
@@ -172,4 +174,7 @@ def next_org(key: bytes) -> bytes:
 
 
 def _micros(at: float) -> int:
-    return max(0, int(at * 1_000_000))
+    """Clamped to what a key holds: a `since` of sixty digits is a time after every record, not a 500."""
+    if at != at:  # NaN
+        return 0
+    return min(max(0, int(min(at, _LATEST_SECONDS) * 1_000_000)), _LATEST_MICROS)

@@ -10,6 +10,7 @@ import os
 import socket
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sandbox.processes import worker_command
+from executor_mcp.storage import ownership
 from executor_mcp.storage.control import CONTROL_FILE, ControlPlane
 
 SANDBOX_BOUND = 30.0  # seconds a worker gets to start and run `return 1 + 1`; a cold interpreter takes well under 1
@@ -158,15 +160,31 @@ async def _mcp_answers(host: str, port: int) -> bool:
     return isinstance(body, dict) and str(body.get("resource", "")).endswith("/mcp")
 
 
+def _announced(data_dir: Path) -> tuple[str, int, int] | None:
+    """Where the server holding the data dir said it listens (host, port, its pid), if one does and has said."""
+    running = ownership.holder(data_dir)
+    if running is None or running.url is None:
+        return None
+    parts = urllib.parse.urlsplit(running.url)
+    if parts.hostname is None or parts.port is None:
+        return None
+    return parts.hostname, parts.port, running.pid
+
+
 async def _port(settings: Settings) -> Check:
-    if settings.port == 0:
-        return checks.port(PortFacts(settings.host, 0, None, False, False, None))
-    bind_error, in_use = _bind_error(settings.host, settings.port)
+    """The port the server on this data dir announced, when one runs (a second server on the data dir is refused
+    anyway, and it may run on a port these settings do not name); else the port these settings name."""
+    announced = _announced(settings.data_dir)
+    host, port = (settings.host, settings.port) if announced is None else announced[:2]
+    if port == 0:
+        return checks.port(PortFacts(host, 0, None, False, False, None))
+    bind_error, in_use = _bind_error(host, port)
     mcp, holders = False, None
     if in_use:
-        mcp = await _mcp_answers(settings.host, settings.port)
-        holders = _holders(settings.data_dir / CONTROL_FILE)
-    return checks.port(PortFacts(settings.host, settings.port, bind_error, in_use, mcp, holders))
+        mcp = await _mcp_answers(host, port)
+        # The lock names who holds this data dir; without an announcement, who has its control plane open.
+        holders = _holders(settings.data_dir / CONTROL_FILE) if announced is None else [announced[2]]
+    return checks.port(PortFacts(host, port, bind_error, in_use, mcp, holders))
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -2,9 +2,10 @@
 
 Each opens the control plane, builds the integrations service as the server does (`open_integrations`),
 does one thing as an admin of the org, and closes; a running server sees the change on its next catalog
-read (the org's catalog revision moved). A connection's values are read here from a TTY prompt that does
-not echo, or from standard input, never from argv (visible to every user of the machine); nothing printed
-holds one.
+read (the org's catalog revision moved). What the data dir's records may do (`config.DATA_DIR_FACTS`, e.g.
+`--allow-local-network`) is what the server on it runs with, unless the command sets it itself. A
+connection's values are read here from a TTY prompt that does not echo, or from standard input, never from
+argv (visible to every user of the machine); nothing printed holds one.
 """
 
 import getpass
@@ -18,20 +19,31 @@ from typing import BinaryIO
 
 from executor_mcp.auth.identity import identity_problem
 from executor_mcp.codec import JsonObject
-from executor_mcp.config import Settings
+from executor_mcp.config import Settings, with_data_dir_facts
+from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.errors import IntegrationError, InvalidInput
 from executor_mcp.integrations.mcp_servers import McpServers, server_json
 from executor_mcp.integrations.model import MCP, NO_AUTH, TOKEN, ConnectionRecord, IntegrationRecord
-from executor_mcp.integrations.service import Integrations
-from executor_mcp.integrations.wire import connection_json, integration_json
-from executor_mcp.listing import print_listing
+from executor_mcp.integrations.service import Integrations, ToolEntry, check_template
+from executor_mcp.integrations.wire import connection_json, integration_json, tool_row
+from executor_mcp.listing import Column, print_fields, print_listing
 from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
 
 # The org of `--auth none`, whose local principal is account `local` in org `local`.
 LOCAL_ORG = "local"
+
+
+async def data_dir_settings(settings: Settings, given: frozenset[str]) -> Settings:
+    """The command's settings with the data-dir facts it does not set itself (`given`) as the data dir's server
+    recorded them, so what the server may call, the command may add, and the other way round."""
+    control = await ControlPlane.open(settings.data_dir)
+    try:
+        return with_data_dir_facts(settings, given, await control.data_dir_facts())
+    finally:
+        await control.close()
 
 
 @asynccontextmanager
@@ -248,29 +260,67 @@ async def integrations_add_mcp(settings: Settings, org_id: str, body: JsonObject
     return 0
 
 
-def _integration_line(record: IntegrationRecord) -> str:
-    where = integration_json(record).get("displayUrl") or record.config.get("command") or "-"
-    return f"{record.slug}\t{record.kind}\t{record.name}\t{where}"
+def _source(record: IntegrationRecord) -> object:
+    """Where an integration's calls go: its URL as every member may see it, or a stdio server's command."""
+    return integration_json(record).get("displayUrl") or record.config.get("command")
+
+
+_INTEGRATION_COLUMNS: list[Column[IntegrationRecord]] = [
+    ("SLUG", lambda record: record.slug),
+    ("KIND", lambda record: record.kind),
+    ("NAME", lambda record: record.name),
+    ("SOURCE", _source),
+]
 
 
 async def integrations_list(settings: Settings, org_id: str, as_json: bool = False) -> int:
     """`--json` rows are the HTTP API's (`GET /api/integrations`, less the built-in one)."""
     async with _service(settings) as integrations:
         records = await integrations.integrations(_principal(org_id, None))
-    print_listing(records, as_json, f"no integrations in organization {org_id}", _integration_line, integration_json)
+    empty = f"no integrations in organization {org_id}"
+    print_listing(records, as_json, empty, _INTEGRATION_COLUMNS, integration_json)
     return 0
 
 
-async def integrations_show(settings: Settings, org_id: str, slug: str) -> int:
+def _templates(record: IntegrationRecord) -> list[tuple[str, object]]:
+    """One line per template a connection may name, with the inputs `connections add --input` reads for it."""
+    labels = {method["template"]: method["label"] for method in integration_json(record)["authMethods"]}
+    lines: list[tuple[str, object]] = []
+    for template in record.templates:
+        method = record.auth_method(template)
+        if method is None:
+            lines.append(("template", f"{template}: no credential"))
+            continue
+        inputs = ", ".join(f"{variable} ({method.input_places(variable)})" for variable in method.inputs)
+        lines.append(("template", f"{template}: {labels[template]}" + (f"; inputs: {inputs}" if inputs else "")))
+    return lines
+
+
+async def integrations_show(settings: Settings, org_id: str, slug: str, as_json: bool = False) -> int:
+    """Text for people: what it is, its tools and the templates a connection names; `--json` is the HTTP API's
+    row (`GET /api/integrations/<slug>`), with an MCP server's configuration as its admin sees it."""
     try:
         async with _service(settings) as integrations:
             record = await integrations.integration(_principal(org_id, None), slug)
+            discovers = integrations.kind(record).discovers(record)
+            tools = "listed by each connection" if discovers else await integrations.tool_count(record)
     except IntegrationError as error:
         return _refused(error)
     shown = integration_json(record)
-    if record.kind == MCP:
-        shown["config"] = server_json(record, admin=True)["config"]
-    print(json.dumps(shown, indent=2))
+    if as_json:
+        if record.kind == MCP:
+            shown["config"] = server_json(record, admin=True)["config"]
+        print(json.dumps(shown, indent=2))
+        return 0
+    fields = [
+        ("slug", record.slug),
+        ("name", record.name),
+        ("kind", record.kind),
+        ("source", _source(record)),
+        ("description", record.description),
+        ("tools", tools),
+    ]
+    print_fields(fields + _templates(record))
     return 0
 
 
@@ -335,32 +385,43 @@ async def connections_add(
     body: JsonObject = {"owner": owner, "name": name, "integration": integration, "template": template}
     if description is not None:
         body["description"] = description
-    if template != NO_AUTH:
-        if len(set(inputs)) != len(inputs):
-            return _fail("each --input names a different variable", 2)
-        try:
-            values = read_values(list(inputs) or [TOKEN], stdin, tty)
-        except SecretInputRefused as refused:
-            return _fail(str(refused), 2)
-        if inputs:
-            body["values"] = values
-        else:
-            body["value"] = values[TOKEN]
-    elif inputs:
+    if template == NO_AUTH and inputs:
         return _fail("a connection with --template none takes no --input", 2)
+    if len(set(inputs)) != len(inputs):
+        return _fail("each --input names a different variable", 2)
+    principal = _principal(org_id, account_id)
     try:
         async with _service(settings) as integrations:
-            record = await integrations.create_connection(_principal(org_id, account_id), body, pasted=True)
+            # Checked before a value is asked for, so a typo is refused before anyone types a secret.
+            check_template(await integrations.integration(principal, integration), template)
+            if template != NO_AUTH:
+                try:
+                    values = read_values(list(inputs) or [TOKEN], stdin, tty)
+                except SecretInputRefused as refused:
+                    return _fail(str(refused), 2)
+                body.update({"values": values} if inputs else {"value": values[TOKEN]})
+            record = await integrations.create_connection(principal, body, pasted=True)
     except IntegrationError as error:
         return _refused(error)
+    if record.sync_error is not None:
+        # Saved, as the HTTP API saves it (and answers `lastHealth`), but not quietly: it has no tools yet.
+        reason = record.sync_error.rstrip(".")
+        return _fail(
+            f"saved connection {record.address}, but listing its tools failed: {reason}. It has no tools until a "
+            "listing succeeds: the server lists them again on a catalog read a minute from now, or at once on "
+            f"POST /api/connections/{record.owner}/{record.integration}/{record.name}/refresh"
+        )
     print(f"saved connection {record.address}", file=sys.stderr)
     print(record.address)
     return 0
 
 
-def _connection_line(record: ConnectionRecord) -> str:
-    shown = connection_json(record)
-    return f"{shown['address']}\t{shown['template']}\t{shown['provider'] or '-'}\t{shown['description'] or ''}"
+_CONNECTION_COLUMNS: list[Column[ConnectionRecord]] = [
+    ("ADDRESS", lambda record: record.address),
+    ("TEMPLATE", lambda record: record.template),
+    ("PROVIDER", lambda record: record.provider),
+    ("DESCRIPTION", lambda record: record.description),
+]
 
 
 async def connections_list(
@@ -372,22 +433,61 @@ async def connections_list(
             records = await integrations.connections(_principal(org_id, account_id), integration)
     except IntegrationError as error:
         return _refused(error)
-    print_listing(records, as_json, f"no connections in organization {org_id}", _connection_line, connection_json)
+    empty = f"no connections in organization {org_id}"
+    print_listing(records, as_json, empty, _CONNECTION_COLUMNS, connection_json)
     return 0
 
 
-async def connections_remove(settings: Settings, org_id: str, account_id: str | None, key: str) -> int:
-    """`OWNER/INTEGRATION/NAME`, as the HTTP API's path names a connection."""
-    parts = key.split("/")
-    if len(parts) != 3 or not all(parts):
-        return _fail("name the connection as OWNER/INTEGRATION/NAME, e.g. org/github/main", 2)
-    owner, integration, name = parts
+def _connection_key(address: str, account_id: str | None) -> tuple[str, str, str] | str:
+    """A connection named by its address, `tools.INTEGRATION.OWNER.NAME`, as `connections add` and `list`
+    print it (and code calls its tools), as (owner, integration, name); or why it names none."""
+    parts = address.split(".")
+    if len(parts) != 4 or parts[0] != "tools" or parts[2] not in OWNERS or not all(parts):
+        return "name the connection by its address, as connections list prints it: tools.INTEGRATION.OWNER.NAME"
+    _, integration, owner, name = parts
     if owner == "user" and not account_id:
-        return _fail("a user connection needs --user, the account it belongs to", 2)
+        return "a user connection needs --user, the account it belongs to"
+    return owner, integration, name
+
+
+async def connections_remove(settings: Settings, org_id: str, account_id: str | None, address: str) -> int:
+    key = _connection_key(address, account_id)
+    if isinstance(key, str):
+        return _fail(key, 2)
     try:
         async with _service(settings) as integrations:
-            await integrations.remove_connection(_principal(org_id, account_id), owner, integration, name)
+            await integrations.remove_connection(_principal(org_id, account_id), *key)
     except IntegrationError as error:
         return _refused(error)
-    print(f"removed connection tools.{integration}.{owner}.{name}", file=sys.stderr)
+    print(f"removed connection {address}", file=sys.stderr)
+    return 0
+
+
+# A tool's description is the upstream's own text, often paragraphs: the table shows its start.
+DESCRIPTION_SHOWN = 72
+
+
+def _described(entry: ToolEntry) -> str:
+    text = " ".join(entry.tool.description.split())
+    return text if len(text) <= DESCRIPTION_SHOWN else text[: DESCRIPTION_SHOWN - 1] + "…"
+
+
+_TOOL_COLUMNS: list[Column[ToolEntry]] = [("TOOL", lambda entry: "tools." + entry.tool_id), ("DESCRIPTION", _described)]
+
+
+async def connections_refresh(
+    settings: Settings, org_id: str, account_id: str | None, address: str, as_json: bool = False
+) -> int:
+    """List the connection's tools again where each connection discovers them (MCP servers, GraphQL endpoints
+    introspected per connection) and print them, as `POST /api/connections/<owner>/<integration>/<name>/refresh`
+    answers (`--json`: its rows). An OpenAPI connection's tools come from the stored document: they are printed."""
+    key = _connection_key(address, account_id)
+    if isinstance(key, str):
+        return _fail(key, 2)
+    try:
+        async with _service(settings) as integrations:
+            entries = await integrations.connection_tools(_principal(org_id, account_id), *key)
+    except IntegrationError as error:
+        return _refused(error)
+    print_listing(entries, as_json, f"{address} has no tools", _TOOL_COLUMNS, tool_row)
     return 0

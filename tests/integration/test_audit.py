@@ -117,7 +117,9 @@ async def test_every_call_has_one_record_with_its_decision_and_no_argument(
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == records
     text = await run_cli("audit", "list", "--tool", "executor.coreTools.policies.*", "--data-dir", str(data_dir))
-    assert [line.split("\t")[3] for line in text.stdout.decode().splitlines()] == [CREATE, GATED, BLOCKED]
+    header, *lines = text.stdout.decode().splitlines()
+    assert header.split()[:4] == ["TIME", "ACCOUNT", "SESSION", "TOOL"]
+    assert [line.split()[3] for line in lines] == [CREATE, GATED, BLOCKED]
     await executor.stop()
     assert SECRET.encode() not in (data_dir / CONTROL_FILE).read_bytes()
 
@@ -235,3 +237,14 @@ async def test_an_approval_that_expired_while_the_server_was_down_is_recorded_at
     (record,) = await audited(http, second, 1)
     assert (record["tool"], record["approval"], record["outcome"]) == (GATED, "unanswered", "cut_off")
     assert (record["executionId"], record["rule"]["pattern"]) == (execution, GATED)
+
+
+@pytest.mark.parametrize("since", ["9" * 60, "99999999999999999d", "9999-12-31T23:59:59"])
+async def test_a_since_past_any_key_is_an_empty_page_not_a_500(
+    executor: ServerUnderTest, client: Client, http: httpx.AsyncClient, since: str
+) -> None:
+    assert (await client.call_tool("execute", {"code": "await tools.search({}); return 1;"})).structured_content
+    answer = await http.get(executor.running.url + "/api/audit", params={"since": since})
+    assert answer.status_code == 200, answer.text
+    if not since.endswith("d"):  # (a duration that long reaches back before every record)
+        assert answer.json()["items"] == []

@@ -211,9 +211,12 @@ async def test_admin_api_keys_and_the_operator_cli(
         )
         assert created.returncode == 0, created.stderr
         keys[role] = created.stdout.decode().strip()
-    listed = (await run_cli("keys", "list", "--data-dir", data_dir)).stdout.decode()
-    assert "active admin\taccount admin-bot" in listed
-    assert "active\taccount member-bot" in listed
+    listed = [
+        line.split()[1:4]
+        for line in (await run_cli("keys", "list", "--data-dir", data_dir)).stdout.decode().splitlines()
+    ]
+    assert ["active", "admin", "admin-bot"] in listed
+    assert ["active", "member", "member-bot"] in listed
 
     org_rule = {"owner": "org", "pattern": "a.b", "action": "block"}
     refused = await http.post(api, json=org_rule, headers=bearer(keys["member"]))

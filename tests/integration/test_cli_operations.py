@@ -1,6 +1,6 @@
-"""The operator's command line as real subprocesses: `version`, `doctor` on good and broken data dirs, `--json` on
-every admin listing (never a secret), empty listings, help with metavars, a bad option answered with its own
-subcommand's usage, and a closed pipe ending a listing quietly."""
+"""The operator's command line as real subprocesses: `version`, `doctor` on good and broken data dirs and beside a
+running server, `--json` on every admin listing (one naming rule, never a secret) and a header on its text, empty
+listings, help with metavars, short refusals of bad options and values, and a closed pipe ending a listing quietly."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import platform
 import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -22,7 +23,7 @@ from executor_mcp.storage.records import Owner, SessionRecord, encode
 from tests.conftest import ServerUnderTest
 from tests.integration.test_integrations_api import items_spec
 from tests.mcp_http import open_session
-from tests.process import command
+from tests.process import command, server_process
 
 SECRET = "sk-ops-0f1e2d3c4b5a6978"
 MASTER_KEY = "doctor-never-prints-this-master-key"
@@ -36,6 +37,17 @@ LISTINGS = [
     ("integrations", "list"),
     ("connections", "list"),
 ]
+HEADERS = {
+    "orgs": ["ORG", "STATE", "FIRST", "SEEN", "CHANGED"],
+    "keys": ["ID", "STATE", "ROLE", "ACCOUNT", "ORG", "CREATED"],
+    "sessions": ["ID", "STATE", "ACCOUNT", "ORG", "RESOURCE", "CREATED", "ACTIVE"],
+    "policies": ["ID", "OWNER", "PATTERN", "ACTION", "POSITION"],
+    "integrations": ["SLUG", "KIND", "NAME", "SOURCE"],
+    "connections": ["ADDRESS", "TEMPLATE", "PROVIDER", "DESCRIPTION"],
+}
+# Every `--json` field is camelCase, and every time is epoch milliseconds (an integer).
+CAMEL_CASE = re.compile(r"[a-z][A-Za-z0-9]*")
+TIME_FIELD = re.compile(r"[a-z]+At$")
 
 
 async def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
@@ -161,6 +173,36 @@ async def test_doctor_fails_a_broken_data_dir(tmp_path: Path, broken: str) -> No
     assert re.search(rf"^fail  {failing} .*{re.escape(said)}", text.stdout.decode(), re.MULTILINE)
 
 
+async def test_serve_announces_its_console_and_doctor_finds_it_without_being_told_its_port(
+    tmp_path: Path, http: httpx.AsyncClient
+) -> None:
+    """`serve --port 0` (or a port from a config doctor was not given): the server says where it listens in the data
+    dir's lock file. Nothing but the doctor's own lines is printed, even at debug: no library's log lines."""
+    data_dir = tmp_path / "data"
+    async with server_process(data_dir) as running:
+        port = httpx.URL(running.url).port
+        console = f"http://127.0.0.1:{port}/"
+        with trio.fail_after(5):  # the drain may not have read the second line yet
+            while f"Console: {console}\n" not in running.stderr.decode():  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        assert f"MCP: {running.url}\nConsole: {console}\n" in running.stderr.decode()
+        page = await http.get(console, follow_redirects=True)
+        assert (page.status_code, page.headers["content-type"].split(";")[0]) == (200, "text/html")
+        answered = await cli("doctor", "--data-dir", str(data_dir), "--log-level", "debug")
+        running.terminate()
+        assert await running.wait() == 0
+    assert answered.returncode == 0, answered.stdout
+    lines = answered.stdout.decode().splitlines()
+    assert [line.split()[1] for line in lines] == CHECKS
+    expected = f"127.0.0.1:{port} is in use by the server running on this data dir (pid {running.process.pid})"
+    assert f"ok    port           {expected}" in lines
+    assert answered.stderr == b""  # httpx logs its request for the metadata at info, and httpcore more at debug
+
+    assert f"http://127.0.0.1:{port}".encode() in (data_dir / "server.lock").read_bytes()
+    _, verdicts = await doctor(data_dir, "--port", "0")  # stopped: the lock file's lines are stale, and not believed
+    assert by_check(verdicts)["port"]["detail"] == "port 0: serve picks a free port and announces it"
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="who holds a data dir is read from /proc")
 async def test_doctor_tells_the_running_server_from_another_program_on_the_port(
     server: ServerUnderTest, tmp_path: Path
@@ -197,6 +239,7 @@ async def test_every_listing_has_json_without_secrets(
     server: ServerUnderTest, http: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     data_dir = str(server.running.data_dir)
+    started = int(time.time() * 1000)
     session_id = await open_session(http, server.url)
     created = await cli("keys", "create", "--user", "bot", "--org", "local", "--data-dir", data_dir)
     key = created.stdout.decode().strip()
@@ -222,17 +265,32 @@ async def test_every_listing_has_json_without_secrets(
         for secret in (SECRET, key, key.split("_", 2)[-1]):
             assert secret.encode() not in done.stdout + done.stderr
         listed[listing[0]] = json.loads(done.stdout)
-    assert [(org["org_id"], org["revoked"]) for org in listed["orgs"]] == [("acme", True)]
-    assert [(k["key_id"], k["account_id"], k["revoked"]) for k in listed["keys"]] == [(key.split("_")[1], "bot", False)]
-    assert [s["session_id"] for s in listed["sessions"] if not s["workspace"]] == [session_id]
+        text = await cli(*listing, "--data-dir", data_dir)
+        header, *rows = text.stdout.decode().splitlines()
+        assert (header.split(), len(rows)) == (HEADERS[listing[0]], len(listed[listing[0]])), text.stdout
+    ended = int(time.time() * 1000)
+    for listing, rows in listed.items():
+        for row in rows:
+            assert all(CAMEL_CASE.fullmatch(field) for field in row), (listing, row)
+            for field in filter(TIME_FIELD.search, row):
+                assert row[field] is None or started <= row[field] <= ended, (listing, field, row[field])
+    assert [(org["id"], org["revoked"]) for org in listed["orgs"]] == [("acme", True)]
+    assert listed["orgs"][0]["firstSeenAt"] >= started  # milliseconds: in seconds it would be a thousand times less
+    assert [(k["id"], k["account"], k["revoked"]) for k in listed["keys"]] == [(key.split("_")[1], "bot", False)]
+    assert [s["id"] for s in listed["sessions"] if not s["workspace"]] == [session_id]
     assert [(p["id"], p["pattern"], p["action"]) for p in listed["policies"]] == [
         (policy.stdout.decode().strip(), "items.*", "block")
     ]
     assert [i["slug"] for i in listed["integrations"]] == ["items"]
     assert [(c["address"], c["template"]) for c in listed["connections"]] == [("tools.items.org.main", "apikey-0")]
 
-    shown = await cli("sessions", "show", session_id, "--json", "--data-dir", data_dir)
-    assert json.loads(shown.stdout)["directory"]["session_id"] == session_id
+    shown = json.loads((await cli("sessions", "show", session_id, "--json", "--data-dir", data_dir)).stdout)
+    assert shown["session"] == next(s for s in listed["sessions"] if s["id"] == session_id)
+    assert shown["meta"]["clientInfo"]["name"] == "tests"
+    assert shown["initializeRequest"]["method"] == "initialize"
+    text = (await cli("sessions", "show", session_id, "--data-dir", data_dir)).stdout.decode()
+    assert text.splitlines()[:2] == [f"id         {session_id}", "state      stored"]
+    assert re.search(r"^client +tests 0$", text, re.MULTILINE), text
 
 
 async def test_empty_listings_say_so_and_json_is_an_empty_list(data_dir: Path) -> None:
@@ -275,16 +333,34 @@ async def test_help_shows_metavars_and_descriptions_and_no_hidden_command() -> N
 
 
 @pytest.mark.parametrize(
-    ("subcommand", "bogus"),
-    [(("sessions", "list"), "--bogus"), (("integrations", "list"), "--nope"), (("doctor",), "--what")],
+    ("given", "said"),
+    [
+        (("serve", "--prot", "1"), "executor-mcp serve: error: unknown option --prot; did you mean --port?"),
+        (
+            ("sessions", "list", "--jsno"),
+            "executor-mcp sessions list: error: unknown option --jsno; did you mean --json?",
+        ),
+        (("integrations", "list", "--nope"), "executor-mcp integrations list: error: unknown option --nope"),
+        (
+            ("doctor", "--data-dri=/tmp"),
+            "executor-mcp doctor: error: unknown option --data-dri; did you mean --data-dir?",
+        ),
+        (("audit", "list", "--limit", "x"), "executor-mcp audit list: error: --limit: invalid int value 'x'"),
+        (("sessions", "show"), "executor-mcp sessions show: error: the following arguments are required: SESSION_ID"),
+    ],
 )
-async def test_a_bad_option_is_answered_with_the_subcommands_own_usage(subcommand: tuple[str, ...], bogus: str) -> None:
-    refused = await cli(*subcommand, bogus)
+async def test_a_bad_option_is_refused_in_one_line_naming_it(given: tuple[str, ...], said: str) -> None:
+    """The line says what is wrong (and what was meant), then where help is: never the whole usage, which for
+    `serve` is forty lines that scroll the error away."""
+    refused = await cli(*given)
     assert refused.returncode == 2
-    name = " ".join(subcommand)
-    stderr = refused.stderr.decode()
-    assert stderr.startswith(f"usage: executor-mcp {name} [-h]")
-    assert f"executor-mcp {name}: error: unrecognized arguments: {bogus}" in stderr
+    name = said.partition(": error")[0]
+    assert refused.stderr.decode() == f"{said}\n(see {name} --help)\n"
+
+
+async def test_a_bad_value_names_its_option_in_a_few_words(tmp_path: Path) -> None:
+    refused = await cli("serve", "--port", "abc", "--data-dir", str(tmp_path))
+    assert (refused.returncode, refused.stderr) == (2, b"executor-mcp: error: --port: invalid int value 'abc'\n")
 
 
 def _fill_sessions(data_dir: Path, count: int) -> None:
@@ -319,10 +395,11 @@ def test_a_closed_pipe_ends_a_listing_quietly(data_dir: Path) -> None:
     ) as listing:
         assert listing.stdout is not None
         assert listing.stderr is not None
-        first = listing.stdout.readline()
+        header, first = listing.stdout.readline(), listing.stdout.readline()
         listing.stdout.close()
         stderr = listing.stderr.read()
         assert listing.wait(timeout=CLI_BOUND) == CLOSED_PIPE_STATUS
-    assert first.startswith(f"{1999:064x}\tstored".encode())
+    assert header.split()[:2] == [b"ID", b"STATE"]
+    assert first.split()[:2] == [f"{1999:064x}".encode(), b"stored"]
     assert b"Traceback" not in stderr
     assert b"BrokenPipe" not in stderr

@@ -243,12 +243,14 @@ async def test_sessions_admin_commands_work_beside_a_running_server(
     data_dir = str(server.running.data_dir)
     session_id = await open_session(http, server.url)
     listed = await run_cli("sessions", "list", "--data-dir", data_dir)
-    assert f"{session_id}\tstored\taccount local\torg local\t/mcp".encode() in listed.stdout
-    shown = await run_cli("sessions", "show", session_id, "--data-dir", data_dir)
+    assert [session_id, "stored", "local", "local", "/mcp"] in [
+        line.split()[:5] for line in listed.stdout.decode().splitlines()
+    ]
+    shown = await run_cli("sessions", "show", session_id, "--json", "--data-dir", data_dir)
     details = json.loads(shown.stdout)
-    assert details["directory"]["session_id"] == session_id
-    assert details["meta"]["client_info"] == {"name": "tests", "version": "0"}
-    assert details["initialize_request"]["method"] == "initialize"
+    assert details["session"]["id"] == session_id
+    assert details["meta"]["clientInfo"] == {"name": "tests", "version": "0"}
+    assert details["initializeRequest"]["method"] == "initialize"
 
     terminated = await run_cli("sessions", "terminate", session_id, "--data-dir", data_dir)
     assert terminated.returncode == 0, terminated.stderr

@@ -212,8 +212,10 @@ async def test_readyz_turns_503_when_the_data_dir_becomes_read_only(data_dir: Pa
 
 
 def json_lines(stderr: bytes) -> list[dict]:
-    """Every line the server logged: each must be one JSON object (the `MCP:` announcement is not a log line)."""
-    lines = [line for line in stderr.decode().splitlines() if line and not line.startswith("MCP: ")]
+    """Every line the server logged: each must be one JSON object (the `MCP:` and `Console:` announcements are
+    not log lines)."""
+    announcements = ("MCP: ", "Console: ")
+    lines = [line for line in stderr.decode().splitlines() if line and not line.startswith(announcements)]
     return [json.loads(line) for line in lines]
 
 

@@ -64,7 +64,7 @@ async def test_non_loopback_bind_without_auth_is_refused(tmp_path: Path) -> None
 async def test_bad_option_values_are_clear_errors(tmp_path: Path) -> None:
     result = await run_cli("serve", "--port", "http", "--data-dir", str(tmp_path))
     assert result.returncode == 2
-    assert b"--port: invalid value 'http'" in result.stderr
+    assert b"--port: invalid int value 'http'" in result.stderr
     assert b"Traceback" not in result.stderr
 
 

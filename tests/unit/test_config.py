@@ -5,7 +5,15 @@ from pathlib import Path
 import pytest
 
 from executor_mcp.app import UnsafeBind, ensure_safe_bind, executions_per_account
-from executor_mcp.config import DEFAULT_PORT, ConfigError, Settings, is_loopback, load_settings
+from executor_mcp.config import (
+    DEFAULT_PORT,
+    ConfigError,
+    Settings,
+    given_options,
+    is_loopback,
+    load_settings,
+    with_data_dir_facts,
+)
 from executor_mcp.sandbox.pool import WorkerPool
 
 
@@ -26,6 +34,20 @@ def test_precedence(tmp_path: Path) -> None:
     assert settings.log_level == "debug"
 
 
+def test_a_command_takes_the_servers_data_dir_facts_unless_it_sets_them(tmp_path: Path) -> None:
+    """A setting given by a flag, the environment or the config file is the command's own, and wins; the rest
+    of the data-dir facts come from what the server recorded, and nothing else does."""
+    config = tmp_path / "executor.toml"
+    config.write_text("allow-stdio-mcp = false\n")
+    environ = {"EXECUTOR_MCP_CONFIG": str(config)}
+    given = given_options({"port": "1", "allow_local_network": None}, environ=environ)
+    assert given == {"port", "allow_stdio_mcp"}
+    recorded = {"allow_local_network": True, "allow_stdio_mcp": True, "port": 9}
+    settings = with_data_dir_facts(load_settings({"port": "1"}, environ=environ), given, recorded)
+    assert (settings.allow_local_network, settings.allow_stdio_mcp, settings.port) == (True, False, 1)
+    assert with_data_dir_facts(Settings(), frozenset(), {"allow_local_network": "yes"}).allow_local_network is False
+
+
 def test_config_flag_beats_config_environment(tmp_path: Path) -> None:
     chosen, ignored = tmp_path / "chosen.toml", tmp_path / "ignored.toml"
     chosen.write_text("port = 1\n")
@@ -37,7 +59,8 @@ def test_config_flag_beats_config_environment(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "environ", "message"),
     [
-        ({"port": "http"}, {}, "--port: invalid value 'http'"),
+        ({"port": "http"}, {}, "^--port: invalid int value 'http'$"),  # short: not Python's "invalid literal"
+        ({"shutdown_grace": "soon"}, {}, "^--shutdown-grace: invalid float value 'soon'$"),
         ({"port": "70000"}, {}, "must be between 0 and 65535"),
         ({}, {"EXECUTOR_MCP_SHUTDOWN_GRACE": "-1"}, "EXECUTOR_MCP_SHUTDOWN_GRACE: invalid value '-1'"),
         ({"log_level": "loud"}, {}, "must be one of debug, info, warning, error"),
