@@ -31,8 +31,9 @@ def print_listing(
     records: Sequence[T], as_json: bool, empty: str, columns: Sequence[Column[T]], row: Callable[[T], object]
 ) -> None:
     """`--json` prints one JSON list of `row`s (`[]` for none). Text prints a header and one line a record, the
-    columns aligned; for none it says `empty` on stderr and prints nothing, so standard output has no line
-    without a record (and no header alone) for a script that splits it."""
+    columns separated by tabs (so `cut -f` and scripts that split on tabs keep working; no cell holds a tab); for
+    none it says `empty` on stderr and prints nothing, so standard output has no line without a record (and no
+    header alone) for a script that splits it."""
     if as_json:
         print(json.dumps([row(record) for record in records], indent=2))
         return
@@ -40,9 +41,8 @@ def print_listing(
         print(empty, file=sys.stderr)
         return
     table = [[title for title, _ in columns]] + [[_cell(cell(record)) for _, cell in columns] for record in records]
-    widths = [max(len(line[index]) for line in table) for index in range(len(columns) - 1)]
     for line in table:
-        print(GAP.join([text.ljust(width) for text, width in zip(line, widths, strict=False)] + [line[-1]]).rstrip())
+        print("\t".join(line))
 
 
 def print_fields(fields: Sequence[tuple[str, object]]) -> None:
