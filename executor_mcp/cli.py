@@ -416,7 +416,7 @@ def _hidden(command: str) -> Callable[[list[str]], int] | None:
 
         return lambda _: zygote_main()
     if command == "openapi-compiler":
-        from executor_mcp.integrations.openapi.isolated import main as compiler_main
+        from executor_mcp.integrations.openapi.compiler import main as compiler_main
 
         return compiler_main
     if command == "mcp-stdio-lifeline":

@@ -11,7 +11,7 @@ import trio
 
 from tests.auth_support import mint
 from tests.conftest import ServerUnderTest
-from tests.console_support import Visitor, console_server, visitor
+from tests.console_support import Visitor, call, console_server, visitor
 from tests.integration.test_integrations_e2e import SECRET, orders_spec, shop
 from tests.upstream import Upstream, start_upstream
 
@@ -26,10 +26,6 @@ async def executor(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> Ser
 @pytest.fixture
 async def upstream(nursery: trio.Nursery) -> Upstream:
     return await start_upstream(nursery, shop)
-
-
-async def call(http: httpx.AsyncClient, who: Visitor, method: str, path: str, body: object = None) -> httpx.Response:
-    return await http.request(method, who.base_url + path, json=body, headers=who.headers())
 
 
 async def add_orders(http: httpx.AsyncClient, admin: Visitor, upstream: Upstream) -> None:

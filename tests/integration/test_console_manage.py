@@ -13,7 +13,7 @@ import trio
 
 from tests.auth_support import mint
 from tests.conftest import ServerUnderTest
-from tests.console_support import Visitor, console_server, visitor
+from tests.console_support import Visitor, call, console_server, visitor
 from tests.integration.test_console_catalog_browser import SPEC_PATH, shop_with_spec
 from tests.upstream import Upstream, start_upstream
 
@@ -31,10 +31,6 @@ async def executor(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> Ser
 @pytest.fixture
 async def upstream(nursery: trio.Nursery) -> Upstream:
     return await start_upstream(nursery, shop_with_spec)
-
-
-async def call(http: httpx.AsyncClient, who: Visitor, method: str, path: str, body: object = None) -> httpx.Response:
-    return await http.request(method, who.base_url + path, json=body, headers=who.headers())
 
 
 async def page(http: httpx.AsyncClient, who: Visitor, path: str) -> str:

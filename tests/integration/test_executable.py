@@ -14,6 +14,11 @@ from tests.mcp_http import headers, initialize_body
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_BOUND = 300
+TINY_SPEC = {
+    "openapi": "3.0.3",
+    "info": {"title": "Tiny", "version": "1"},
+    "paths": {"/ping": {"get": {"operationId": "ping", "responses": {"200": {"description": "ok"}}}}},
+}
 
 
 @pytest.mark.slow
@@ -53,7 +58,12 @@ async def test_the_built_binary_serves_and_stops_cleanly(tmp_path: Path) -> None
             response = await http.post(
                 match.group(1).decode(), content=json.dumps(initialize_body()), headers=headers()
             )
-            assert (await http.get(match.group(1).decode().removesuffix("/mcp") + "/readyz")).status_code == 200
+            base = match.group(1).decode().removesuffix("/mcp")
+            assert (await http.get(base + "/readyz")).status_code == 200
+            # A document is compiled by the binary re-executed as its OpenAPI compiler.
+            imported = await http.post(base + "/api/openapi/specs", json={"spec": json.dumps(TINY_SPEC)})
+            assert imported.status_code == 200, imported.text
+            assert imported.json() == {"slug": "tiny", "toolCount": 1}
         assert response.status_code == 200
         assert response.json()["result"]["serverInfo"]["name"] == "executor"
         assert len(response.headers["mcp-session-id"]) == 64

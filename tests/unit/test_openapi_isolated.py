@@ -6,7 +6,8 @@ import pytest
 
 from executor_mcp.integrations.errors import SpecRefused
 from executor_mcp.integrations.openapi.compile import decode_compiled
-from executor_mcp.integrations.openapi.isolated import HEAD_TEXT_CHARS, compile_isolated, compiled_answer, read_answer
+from executor_mcp.integrations.openapi.compiler import HEAD_TEXT_CHARS, compiled_answer
+from executor_mcp.integrations.openapi.isolated import compile_isolated, read_answer
 
 SPEC = {
     "openapi": "3.0.3",

@@ -5,14 +5,12 @@ of tens of megabytes, encoding the catalog) that hold the GIL throughout: run in
 other organization's requests by up to two seconds (issue 25). In a child process it runs on another core
 and the server's event loop only copies bytes.
 
-The child reads the document on stdin and answers on stdout with `head_length(4, big-endian) head body`:
-`head` is JSON, either `{"refused": message}` or `{"spec": ..., "toolNames": [...]}` (the compiled spec
-without its catalog, which is most of its size), and `body` is the stored form of the whole compiled spec
-(`encode_compiled`). The server keeps the stored form and decodes the catalog only when it is used.
+The child (`compiler.py`, which imports no trio) answers the compiled spec's metadata and tool names, and
+the stored form of the whole compiled spec. The server keeps the stored form and decodes the catalog only
+when it is used.
 """
 
 import logging
-import struct
 import sys
 from typing import Any
 
@@ -20,19 +18,15 @@ import attrs
 import cattrs
 import trio
 
-from executor_mcp.codec import converter, dumps, loads
+from executor_mcp.codec import converter, loads
 from executor_mcp.integrations.errors import SpecRefused
-from executor_mcp.integrations.model import CompiledCatalog
-from executor_mcp.integrations.openapi.compile import CompiledSpec, compile_spec, encode_compiled
+from executor_mcp.integrations.openapi.compile import CompiledSpec
+from executor_mcp.integrations.openapi.compiler import LENGTH
 
 log = logging.getLogger(__name__)
 
-_LENGTH = struct.Struct(">I")
 # Past this a compile is abandoned (its child killed): GitHub's 13 MB description compiles in about 10 s.
 COMPILE_TIMEOUT = 300.0
-# The head's `info` texts are cut to this many characters: the preview shows them and an integration keeps at
-# most 4,000 of a description, so a document padded with megabytes of them sends no more back.
-HEAD_TEXT_CHARS = 4000
 _FAILED = "The OpenAPI document could not be compiled: the compiler process failed"
 
 
@@ -72,45 +66,19 @@ async def compile_isolated(source: bytes, *, max_bytes: int, max_operations: int
         raise SpecRefused(_FAILED) from None
 
 
-def compiled_answer(source: bytes, *, max_bytes: int, max_operations: int) -> bytes:
-    """The child's whole answer for `source` (pure: the child's main only moves bytes)."""
-    try:
-        spec = compile_spec(source, max_bytes=max_bytes, max_operations=max_operations)
-    except SpecRefused as refused:
-        return _framed({"refused": refused.message}, b"")
-    head = attrs.evolve(
-        spec,
-        catalog=CompiledCatalog(tools=(), defs={}),
-        title=_cut(spec.title),
-        version=_cut(spec.version),
-        description=_cut(spec.description),
-    )
-    names = [tool.name for tool in spec.catalog.tools]
-    return _framed({"spec": converter.unstructure(head), "toolNames": names}, encode_compiled(spec))
-
-
 def read_answer(answer: bytes) -> Compiled:
     """The child's answer back into values; `SpecRefused` for a refusal; `ValueError` for a garbled answer."""
-    if len(answer) < _LENGTH.size:
+    if len(answer) < LENGTH.size:
         raise ValueError("the compiler's answer is truncated")
-    (length,) = _LENGTH.unpack_from(answer)
-    head: Any = loads(answer[_LENGTH.size : _LENGTH.size + length])
+    (length,) = LENGTH.unpack_from(answer)
+    head: Any = loads(answer[LENGTH.size : LENGTH.size + length])
     if not isinstance(head, dict):
         raise ValueError("the compiler's answer has no head")
     if "refused" in head:
         raise SpecRefused(str(head["refused"]))
     spec = converter.structure(head["spec"], CompiledSpec)
     names = tuple(str(name) for name in head["toolNames"])
-    return Compiled(head=spec, tool_names=names, encoded=answer[_LENGTH.size + length :])
-
-
-def _cut(text: str | None) -> str | None:
-    return text[:HEAD_TEXT_CHARS] if text is not None else None
-
-
-def _framed(head: dict[str, Any], body: bytes) -> bytes:
-    encoded = dumps(head)
-    return _LENGTH.pack(len(encoded)) + encoded + body
+    return Compiled(head=spec, tool_names=names, encoded=answer[LENGTH.size + length :])
 
 
 def compiler_command(max_bytes: int, max_operations: int) -> list[str]:
@@ -118,17 +86,4 @@ def compiler_command(max_bytes: int, max_operations: int) -> list[str]:
     limits = [str(max_bytes), str(max_operations)]
     if getattr(sys, "frozen", False):
         return [sys.executable, "openapi-compiler", *limits]
-    return [sys.executable, "-m", "executor_mcp.integrations.openapi.isolated", *limits]
-
-
-def main(argv: list[str]) -> int:
-    """`executor-mcp openapi-compiler MAX_BYTES MAX_OPERATIONS` (hidden): stdin to stdout, as above."""
-    max_bytes, max_operations = int(argv[0]), int(argv[1])
-    source = sys.stdin.buffer.read(max_bytes + 1)
-    sys.stdout.buffer.write(compiled_answer(source, max_bytes=max_bytes, max_operations=max_operations))
-    sys.stdout.buffer.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return [sys.executable, "-m", "executor_mcp.integrations.openapi.compiler", *limits]
