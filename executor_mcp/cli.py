@@ -18,7 +18,7 @@ import trio
 from executor_mcp import __version__
 from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, given_options, load_settings
 from executor_mcp.config_reference import option_help, render_markdown
-from executor_mcp.observability.logs import configure_logging
+from executor_mcp.logs import configure_logging
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.web.signin import LINK_SECONDS
 

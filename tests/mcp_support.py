@@ -11,7 +11,7 @@ import attrs
 import httpx
 import trio
 
-from executor_mcp.integrations.model import MCP, AuthMethod, ConnectionRecord, IntegrationRecord
+from executor_mcp.records.integrations import MCP, AuthMethod, ConnectionRecord, IntegrationRecord
 from tests.conftest import ServerUnderTest
 
 HERE = Path(__file__).resolve().parent

@@ -52,7 +52,7 @@ from executor_mcp.execution.results import (
     settled_result,
     ttl_words,
 )
-from executor_mcp.observability.logs import note, safe_id
+from executor_mcp.logs import note, safe_id
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.context import Approval, Interaction, refuse_unless_accepted
 

@@ -6,10 +6,10 @@ from contextlib import asynccontextmanager
 from executor_mcp.config import Settings
 from executor_mcp.integrations.graphql.kind import GraphqlKind
 from executor_mcp.integrations.mcp.kind import McpKind
-from executor_mcp.integrations.model import GRAPHQL, MCP, OPENAPI
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.outbound.client import Outbound, OutboundSettings
+from executor_mcp.records.integrations import GRAPHQL, MCP, OPENAPI
 from executor_mcp.secrets.cipher import open_cipher
 from executor_mcp.secrets.providers import standard_providers
 from executor_mcp.storage.control import ControlPlane

@@ -22,12 +22,12 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.config import Settings, with_data_dir_facts
 from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.assembly import open_integrations
-from executor_mcp.integrations.errors import IntegrationError, InvalidInput
 from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.model import MCP, NO_AUTH, TOKEN, ConnectionRecord, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, ToolEntry, check_template
 from executor_mcp.integrations.wire import connection_json, integration_json, tool_row
 from executor_mcp.listing import Column, print_fields, print_listing
+from executor_mcp.records.integration_errors import IntegrationError, InvalidInput
+from executor_mcp.records.integrations import MCP, NO_AUTH, TOKEN, ConnectionRecord, IntegrationRecord
 from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.model import TOKEN, AuthMethod
+from executor_mcp.records.integrations import TOKEN, AuthMethod
 
 CREATE_CONNECTION_TOOL = "executor.coreTools.connections.createHandoff"
 START_OAUTH_TOOL = "executor.coreTools.oauth.start"

@@ -25,8 +25,8 @@ import attrs
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import OWNERS, connection_identifier
-from executor_mcp.integrations.errors import InvalidConnectionInput, NotAdmin
-from executor_mcp.integrations.model import NO_AUTH, AuthMethod, IntegrationRecord
+from executor_mcp.records.integration_errors import InvalidConnectionInput, NotAdmin
+from executor_mcp.records.integrations import NO_AUTH, AuthMethod, IntegrationRecord
 from executor_mcp.storage.records import Owner as Principal
 
 HANDOFF_TTL_SECONDS = 600.0

@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from executor_mcp.codec import JsonObject, converter
-from executor_mcp.integrations.model import AuthMethod, CompiledCatalog, ConnectionRecord, IntegrationRecord, ToolDef
+from executor_mcp.records.integrations import AuthMethod, CompiledCatalog, ConnectionRecord, IntegrationRecord, ToolDef
 
 
 def _nothing_to_mark() -> None:

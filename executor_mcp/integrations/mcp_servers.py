@@ -8,12 +8,12 @@ made. Probing dials without any connection's credential, through `Outbound`'s gu
 from typing import Any
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.errors import InvalidInput, NotAdmin
 from executor_mcp.integrations.mcp import registration as reg
 from executor_mcp.integrations.mcp.kind import McpKind
-from executor_mcp.integrations.model import MCP, IntegrationRecord
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.service import Integrations
+from executor_mcp.records.integration_errors import InvalidInput, NotAdmin
+from executor_mcp.records.integrations import MCP, IntegrationRecord
 from executor_mcp.storage.records import Owner as Principal
 
 

@@ -39,7 +39,18 @@ from executor_mcp.integrations.addresses import (
     slug_problem,
     valid_slug,
 )
-from executor_mcp.integrations.errors import (
+from executor_mcp.integrations.graphql import registration as graphql_registration
+from executor_mcp.integrations.kinds import Discovery, Invocation, Kind, Registration
+from executor_mcp.integrations.openapi import auth as openapi_auth
+from executor_mcp.integrations.openapi import document as openapi_document
+from executor_mcp.integrations.openapi.compile import (
+    integration_description,
+    integration_name,
+    preview,
+)
+from executor_mcp.integrations.openapi.isolated import Compiled, compile_isolated
+from executor_mcp.outbound.client import Outbound, OutboundFailure
+from executor_mcp.records.integration_errors import (
     ConnectionNotFound,
     DiscoveryFailed,
     IntegrationError,
@@ -52,9 +63,7 @@ from executor_mcp.integrations.errors import (
     SourceUnavailable,
     SpecRefused,
 )
-from executor_mcp.integrations.graphql import registration as graphql_registration
-from executor_mcp.integrations.kinds import Discovery, Invocation, Kind, Registration
-from executor_mcp.integrations.model import (
+from executor_mcp.records.integrations import (
     BUILT_IN_SLUG,
     GRAPHQL,
     MAX_DISCOVERED_TOOLS,
@@ -66,15 +75,6 @@ from executor_mcp.integrations.model import (
     IntegrationRecord,
     ToolDef,
 )
-from executor_mcp.integrations.openapi import auth as openapi_auth
-from executor_mcp.integrations.openapi import document as openapi_document
-from executor_mcp.integrations.openapi.compile import (
-    integration_description,
-    integration_name,
-    preview,
-)
-from executor_mcp.integrations.openapi.isolated import Compiled, compile_isolated
-from executor_mcp.outbound.client import Outbound, OutboundFailure
 from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import ENV, FILE, SecretItem, SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.control import ControlPlane

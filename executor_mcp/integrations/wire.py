@@ -4,7 +4,9 @@ and the CLI (upstream §3.1). A connection's JSON never holds a value, only wher
 import urllib.parse
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.model import (
+from executor_mcp.integrations.openapi.auth import describe_methods
+from executor_mcp.integrations.service import ToolEntry
+from executor_mcp.records.integrations import (
     BUILT_IN,
     BUILT_IN_DESCRIPTION,
     BUILT_IN_NAME,
@@ -12,8 +14,6 @@ from executor_mcp.integrations.model import (
     ConnectionRecord,
     IntegrationRecord,
 )
-from executor_mcp.integrations.openapi.auth import describe_methods
-from executor_mcp.integrations.service import ToolEntry
 
 
 def display_url(url: str) -> str:

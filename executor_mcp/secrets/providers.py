@@ -21,8 +21,8 @@ import attrs
 import trio
 
 from executor_mcp.config import ENV_NAME, SECRET_ENV_PREFIX, Settings, is_reserved_env
-from executor_mcp.integrations.errors import InvalidConnectionInput, ProviderNotRegistered
-from executor_mcp.integrations.model import ConnectionRecord
+from executor_mcp.records.integration_errors import InvalidConnectionInput, ProviderNotRegistered
+from executor_mcp.records.integrations import ConnectionRecord
 from executor_mcp.secrets.cipher import SecretCipher
 from executor_mcp.storage.catalog_store import ORG_OWNER, CatalogStore
 

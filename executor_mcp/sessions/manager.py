@@ -22,7 +22,7 @@ import trio
 
 from executor_mcp.background import forever, once
 from executor_mcp.codec import JsonObject, json_mac
-from executor_mcp.observability.logs import outside_request
+from executor_mcp.logs import outside_request
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.protocol.modern import MODERN_VERSION

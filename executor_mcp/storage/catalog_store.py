@@ -18,8 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping
 import attrs
 
 from executor_mcp.codec import dumps, loads
-from executor_mcp.integrations.errors import InvalidInput
-from executor_mcp.integrations.model import ConnectionRecord, IntegrationRecord
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
 from executor_mcp.storage.environment import Environment
 from executor_mcp.storage.records import decoded_or_skipped, encode
 

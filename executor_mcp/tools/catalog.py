@@ -17,9 +17,9 @@ import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import parse_tool_address
-from executor_mcp.integrations.errors import ArgumentsRefused, IntegrationError
 from executor_mcp.integrations.service import EMPTY_VIEW, Integrations, ToolEntry, View
 from executor_mcp.policies.model import Action
+from executor_mcp.records.integration_errors import ArgumentsRefused, IntegrationError
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.context import (

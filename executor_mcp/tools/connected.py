@@ -15,13 +15,13 @@ from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import OWNERS
-from executor_mcp.integrations.errors import InvalidConnectionInput, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import INSTRUCTIONS, Handoffs, connect_url, handoff_id, handoff_terms
 from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.model import MCP
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json, tool_row
+from executor_mcp.records.integration_errors import InvalidConnectionInput, InvalidInput
+from executor_mcp.records.integrations import MCP
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools.catalog import StaticTool
 from executor_mcp.tools.context import CallContext

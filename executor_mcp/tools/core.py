@@ -14,7 +14,6 @@ from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.handoff import HandoffBook, Handoffs
-from executor_mcp.integrations.model import BUILT_IN, BUILT_IN_DESCRIPTION, BUILT_IN_NAME, BUILT_IN_SLUG
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
@@ -27,6 +26,7 @@ from executor_mcp.policies.service import (
     parse_new,
     parse_owner,
 )
+from executor_mcp.records.integrations import BUILT_IN, BUILT_IN_DESCRIPTION, BUILT_IN_NAME, BUILT_IN_SLUG
 from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
 from executor_mcp.tools.connected import connected_tools
 from executor_mcp.tools.context import CallContext

@@ -29,7 +29,7 @@ from executor_mcp.codec import dumps
 from executor_mcp.execution.runs import Book
 from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.service import Integrations
-from executor_mcp.observability.logs import note
+from executor_mcp.logs import note
 from executor_mcp.observability.metrics import rpc_method_of
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.errors import (

@@ -46,16 +46,16 @@ from quart import Quart, Response, request
 from executor_mcp.auth.principal import Authenticator, Principal
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
-from executor_mcp.integrations.errors import IntegrationError, IntegrationNotFound, InvalidInput
 from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.model import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, ToolEntry, View
 from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row
 from executor_mcp.policies.model import Action, decide
 from executor_mcp.policies.service import Policies, to_rule
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
+from executor_mcp.records.integration_errors import IntegrationError, IntegrationNotFound, InvalidInput
+from executor_mcp.records.integrations import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.tools.connected import create_handoff
 from executor_mcp.tools.typescript import signature
 from executor_mcp.transport import headers as rules

@@ -1,7 +1,7 @@
 """What every HTTP exchange gets, in one place, and the operations routes.
 
 `Observed` wraps the whole ASGI app (`/mcp` and the Quart routes alike): it gives each request its id (the
-client's `X-Request-Id` when safe, else a new one) and its log context (`observability/logs.py`), echoes the
+client's `X-Request-Id` when safe, else a new one) and its log context (`logs.py`), echoes the
 id in the response's `X-Request-Id` header (errors and event streams included), and when the exchange ends
 counts it (`executor_mcp_http_requests_total`) and writes its one access line at info. A streamed answer's
 line comes when its stream ends, with the whole exchange's duration.
@@ -25,8 +25,7 @@ from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Authenticator, Principal
 from executor_mcp.codec import dumps
-from executor_mcp.observability.health import Health, Readiness
-from executor_mcp.observability.logs import (
+from executor_mcp.logs import (
     RequestLog,
     begin,
     end,
@@ -36,6 +35,7 @@ from executor_mcp.observability.logs import (
     request_id,
     safe_id,
 )
+from executor_mcp.observability.health import Health, Readiness
 from executor_mcp.observability.metrics import CONTENT_TYPE, Metrics
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import AsgiApp

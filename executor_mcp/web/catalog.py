@@ -25,12 +25,15 @@ from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Principal
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.errors import IntegrationError
 from executor_mcp.integrations.graphql.wire import endpoint_for
 from executor_mcp.integrations.mcp.kind import McpKind
 from executor_mcp.integrations.mcp.registration import STDIO
 from executor_mcp.integrations.mcp_servers import server_json
-from executor_mcp.integrations.model import (
+from executor_mcp.integrations.openapi.auth import describe_methods
+from executor_mcp.integrations.service import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, Integrations, admin_refusal
+from executor_mcp.integrations.wire import BUILT_IN_JSON, integration_json
+from executor_mcp.records.integration_errors import IntegrationError
+from executor_mcp.records.integrations import (
     BUILT_IN_SLUG,
     GRAPHQL,
     MCP,
@@ -40,9 +43,6 @@ from executor_mcp.integrations.model import (
     ConnectionRecord,
     IntegrationRecord,
 )
-from executor_mcp.integrations.openapi.auth import describe_methods
-from executor_mcp.integrations.service import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, Integrations, admin_refusal
-from executor_mcp.integrations.wire import BUILT_IN_JSON, integration_json
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.typescript import TOOL_DEFINITIONS, signature
 from executor_mcp.transport.integrations_api import MAX_SPEC_BODY_BYTES, tool_matches

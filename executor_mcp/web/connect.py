@@ -24,7 +24,6 @@ from quart import Quart, Response, request
 
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import connection_identifier
-from executor_mcp.integrations.errors import IntegrationError
 from executor_mcp.integrations.handoff import (
     CONNECT_PATH,
     Handoff,
@@ -33,10 +32,11 @@ from executor_mcp.integrations.handoff import (
     free_name,
     handoff_id,
 )
-from executor_mcp.integrations.model import AuthMethod, IntegrationRecord
 from executor_mcp.integrations.service import Integrations, check_connection_request
 from executor_mcp.integrations.wire import connection_json
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS
+from executor_mcp.records.integration_errors import IntegrationError
+from executor_mcp.records.integrations import AuthMethod, IntegrationRecord
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.web.render import page_headers, render

@@ -10,8 +10,8 @@ import trio.testing
 
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
-from executor_mcp.integrations.model import ConnectionRecord
 from executor_mcp.integrations.service import Integrations
+from executor_mcp.records.integrations import ConnectionRecord
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
 from tests.graphql_upstream import TOKEN, GraphqlShop

@@ -10,11 +10,11 @@ import pytest
 import trio
 from hypercorn.config import Config
 
-from executor_mcp.integrations.errors import DiscoveryFailed
 from executor_mcp.integrations.kinds import Discovery
 from executor_mcp.integrations.mcp.kind import McpKind
 from executor_mcp.integrations.mcp.protocol import MAX_PAGES
 from executor_mcp.outbound.client import Outbound, OutboundSettings
+from executor_mcp.records.integration_errors import DiscoveryFailed
 from tests.mcp_support import mcp_connection, mcp_integration
 from tests.upstream import read_body, serve_lifespan
 

@@ -14,13 +14,13 @@ import trio
 from executor_mcp.integrations.kinds import Invocation
 from executor_mcp.integrations.mcp.kind import McpKind, Target
 from executor_mcp.integrations.mcp.protocol import METHOD_NOT_FOUND, ServerRefused
-from executor_mcp.integrations.model import (
+from executor_mcp.outbound.client import Outbound, OutboundSettings
+from executor_mcp.records.integrations import (
     AuthMethod,
     IntegrationRecord,
     Placement,
     ToolDef,
 )
-from executor_mcp.outbound.client import Outbound, OutboundSettings
 from tests.mcp_support import STDIO_SERVER, downstream, mcp_connection, mcp_integration
 
 pytestmark = pytest.mark.slow

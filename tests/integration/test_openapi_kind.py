@@ -7,10 +7,10 @@ import trio
 
 from executor_mcp.codec import converter
 from executor_mcp.integrations.kinds import Invocation
-from executor_mcp.integrations.model import AuthMethod, ConnectionRecord, IntegrationRecord, Placement, ToolDef
 from executor_mcp.integrations.openapi.binding import Binding, MediaType, Parameter, RequestBody
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.outbound.client import Outbound, OutboundSettings
+from executor_mcp.records.integrations import AuthMethod, ConnectionRecord, IntegrationRecord, Placement, ToolDef
 from tests.recording_upstream import Received, Reply, start_upstream
 
 BEARER = AuthMethod(slug="bearer", kind="apikey", placements=(Placement("header", "Authorization", prefix="Bearer "),))

@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from executor_mcp.codec import dumps
-from executor_mcp.integrations.errors import InvalidInput
-from executor_mcp.integrations.model import AuthMethod, ConnectionRecord, IntegrationRecord, Placement
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import AuthMethod, ConnectionRecord, IntegrationRecord, Placement
 from executor_mcp.storage.control import CONTROL_FILE, ControlPlane
 from executor_mcp.storage.records import encode
 
@@ -365,7 +365,7 @@ ADMIN = """
 import json, sys
 from pathlib import Path
 import trio
-from executor_mcp.integrations.model import IntegrationRecord
+from executor_mcp.records.integrations import IntegrationRecord
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import decode
 

@@ -1,9 +1,16 @@
 """The pure parts of the console's integrations and connections pages: paging, the templates a page can
 connect with, how a tool's types are shown (and bounded), and the shared admin rule."""
 
-from executor_mcp.integrations.errors import NotAdmin
-from executor_mcp.integrations.model import NO_AUTH, AuthMethod, ConnectionRecord, IntegrationRecord, Placement, ToolDef
 from executor_mcp.integrations.service import admin_refusal
+from executor_mcp.records.integration_errors import NotAdmin
+from executor_mcp.records.integrations import (
+    NO_AUTH,
+    AuthMethod,
+    ConnectionRecord,
+    IntegrationRecord,
+    Placement,
+    ToolDef,
+)
 from executor_mcp.storage.records import Owner
 from executor_mcp.transport.integrations_api import tool_matches
 from executor_mcp.web.catalog import (

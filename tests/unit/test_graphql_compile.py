@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from executor_mcp.codec import converter, loads
-from executor_mcp.integrations.errors import ArgumentsRefused
 from executor_mcp.integrations.graphql.compile import MAX_DEFAULT_FIELDS, compile_catalog
 from executor_mcp.integrations.graphql.introspection import sdl_source
 from executor_mcp.integrations.graphql.operation import (
@@ -17,7 +16,8 @@ from executor_mcp.integrations.graphql.operation import (
     build_operation,
     check_selection,
 )
-from executor_mcp.integrations.model import CompiledCatalog, ToolDef
+from executor_mcp.records.integration_errors import ArgumentsRefused
+from executor_mcp.records.integrations import CompiledCatalog, ToolDef
 from tests.graphql_upstream import SDL
 
 
@@ -230,7 +230,7 @@ def test_the_per_connection_marker_compiles_to_no_tools() -> None:
 
 
 def test_a_compiled_catalog_round_trips_through_its_stored_form() -> None:
-    from executor_mcp.integrations.model import decode_catalog, encode_catalog
+    from executor_mcp.records.integrations import decode_catalog, encode_catalog
 
     compiled = catalog()
     assert decode_catalog(encode_catalog(compiled)) == compiled

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from executor_mcp.codec import loads
-from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.graphql import introspection
 from executor_mcp.integrations.graphql.compile import compile_catalog
 from executor_mcp.integrations.graphql.introspection import (
@@ -21,8 +20,9 @@ from executor_mcp.integrations.graphql.introspection import (
 from executor_mcp.integrations.graphql.kind import credential_placements, http_request
 from executor_mcp.integrations.graphql.registration import registration
 from executor_mcp.integrations.graphql.response import classify
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, AuthMethod, Placement
 from executor_mcp.outbound.model import OutboundResponse
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import DISCOVERED_PER_CONNECTION, AuthMethod, Placement
 from tests.graphql_upstream import SDL
 
 SECRET = "sk-secret-value-42"

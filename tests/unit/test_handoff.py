@@ -6,7 +6,6 @@ import urllib.parse
 import attrs
 import pytest
 
-from executor_mcp.integrations.errors import InvalidConnectionInput, NotAdmin
 from executor_mcp.integrations.handoff import (
     TOKEN_SHAPE,
     HandoffBook,
@@ -19,7 +18,8 @@ from executor_mcp.integrations.handoff import (
     handoff_id,
     handoff_terms,
 )
-from executor_mcp.integrations.model import AuthMethod, IntegrationRecord, Placement
+from executor_mcp.records.integration_errors import InvalidConnectionInput, NotAdmin
+from executor_mcp.records.integrations import AuthMethod, IntegrationRecord, Placement
 from executor_mcp.storage.records import Owner
 from executor_mcp.web.connect import NOT_VALID, ConnectView, connect_page, not_valid_page
 from executor_mcp.web.render import page_headers

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
-from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.handoff import Handoff, choose_method, connection_request
 from executor_mcp.integrations.mcp import protocol, results
 from executor_mcp.integrations.mcp.compile import (
@@ -24,9 +23,10 @@ from executor_mcp.integrations.mcp.pool import SessionPool, identity_key
 from executor_mcp.integrations.mcp.protocol import ProtocolError, SseDecoder
 from executor_mcp.integrations.mcp.registration import OAUTH_LATER, STDIO_DISABLED, reconfigured, registration
 from executor_mcp.integrations.mcp.transports import resolve_program
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, MCP, IntegrationRecord, Placement
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.outbound.model import BLOCKED, OutboundFailure, OutboundRequest
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import DISCOVERED_PER_CONNECTION, MCP, IntegrationRecord, Placement
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,8 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from executor_mcp.observability import logs
-from executor_mcp.observability.health import (
-    PROBE_PREFIX,
-    pool_verdict,
-    session_file_sizes,
-    session_states,
-    storage_verdict,
-    write_probe,
-)
-from executor_mcp.observability.logs import (
+from executor_mcp import logs
+from executor_mcp.logs import (
     JsonFormatter,
     RequestLog,
     TextFormatter,
@@ -30,6 +22,14 @@ from executor_mcp.observability.logs import (
     outside_request,
     request_id,
     safe_id,
+)
+from executor_mcp.observability.health import (
+    PROBE_PREFIX,
+    pool_verdict,
+    session_file_sizes,
+    session_states,
+    storage_verdict,
+    write_probe,
 )
 from executor_mcp.observability.metrics import (
     MAX_INTEGRATIONS,

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from executor_mcp.codec import converter
-from executor_mcp.integrations.errors import InvalidInput
-from executor_mcp.integrations.model import AuthMethod, Placement, ToolDef
 from executor_mcp.integrations.openapi import auth, naming
 from executor_mcp.integrations.openapi.binding import Binding
 from executor_mcp.integrations.openapi.compile import (
@@ -26,6 +24,8 @@ from executor_mcp.integrations.openapi.compile import (
     preview,
 )
 from executor_mcp.integrations.openapi.document import parse
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import AuthMethod, Placement, ToolDef
 
 TOKEN_PART = {"type": "variable", "name": "token"}
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "openapi"

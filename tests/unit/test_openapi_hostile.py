@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from executor_mcp.integrations.errors import SpecRefused
 from executor_mcp.integrations.openapi.compile import compile_spec
 from executor_mcp.integrations.openapi.document import MAX_DEPTH, MAX_NODES
+from executor_mcp.records.integration_errors import SpecRefused
 
 MiB = 1024 * 1024
 

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from executor_mcp.integrations.errors import SpecRefused
 from executor_mcp.integrations.openapi.compile import decode_compiled
 from executor_mcp.integrations.openapi.compiler import HEAD_TEXT_CHARS, compiled_answer
 from executor_mcp.integrations.openapi.isolated import compile_isolated, read_answer
+from executor_mcp.records.integration_errors import SpecRefused
 
 SPEC = {
     "openapi": "3.0.3",

@@ -7,8 +7,6 @@ from urllib.parse import unquote
 import pytest
 
 from executor_mcp.integrations.credentials import CredentialMissing
-from executor_mcp.integrations.errors import ArgumentsRefused
-from executor_mcp.integrations.model import AuthMethod, Placement
 from executor_mcp.integrations.openapi.binding import (
     Binding,
     MediaType,
@@ -25,6 +23,8 @@ from executor_mcp.integrations.openapi.request import (
 )
 from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
 from executor_mcp.outbound.useragent import DEFAULT_USER_AGENT
+from executor_mcp.records.integration_errors import ArgumentsRefused
+from executor_mcp.records.integrations import AuthMethod, Placement
 
 BASE = "https://api.example.com"
 

@@ -14,8 +14,8 @@ import trio
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from executor_mcp.config import Settings
-from executor_mcp.integrations.errors import InvalidConnectionInput, ProviderNotRegistered
-from executor_mcp.integrations.model import ConnectionRecord
+from executor_mcp.records.integration_errors import InvalidConnectionInput, ProviderNotRegistered
+from executor_mcp.records.integrations import ConnectionRecord
 from executor_mcp.secrets.cipher import (
     KEY_FILE,
     SALT,

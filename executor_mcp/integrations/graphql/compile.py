@@ -16,7 +16,7 @@ from typing import Any
 from executor_mcp.codec import JsonObject, converter, loads
 from executor_mcp.integrations.graphql.introspection import SchemaRefused, normalize
 from executor_mcp.integrations.graphql.operation import EXTRAS, Argument, Binding
-from executor_mcp.integrations.model import CompiledCatalog, ToolDef
+from executor_mcp.records.integrations import CompiledCatalog, ToolDef
 
 SCALARS: dict[str, str] = {
     "String": "string",

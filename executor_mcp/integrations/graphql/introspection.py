@@ -18,8 +18,8 @@ from typing import Any
 import graphql
 
 from executor_mcp.codec import JsonObject, dumps
-from executor_mcp.integrations.errors import IntegrationError
 from executor_mcp.outbound.model import OutboundResponse
+from executor_mcp.records.integration_errors import IntegrationError
 
 USER_AGENT = "executor-graphql"
 # Type references are followed this many `ofType` levels down (upstream's depth), enough for `[[T!]!]!`.

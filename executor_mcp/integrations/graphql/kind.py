@@ -13,13 +13,15 @@ import trio
 
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result, render_credentials
-from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
 from executor_mcp.integrations.graphql import introspection, response
 from executor_mcp.integrations.graphql.compile import compile_catalog
 from executor_mcp.integrations.graphql.operation import Binding, build_operation
 from executor_mcp.integrations.graphql.registration import PER_CONNECTION
 from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation
-from executor_mcp.integrations.model import (
+from executor_mcp.outbound.client import Outbound
+from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
+from executor_mcp.records.integration_errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.records.integrations import (
     GRAPHQL,
     AuthMethod,
     CompiledCatalog,
@@ -29,8 +31,6 @@ from executor_mcp.integrations.model import (
     decode_catalog,
     encode_catalog,
 )
-from executor_mcp.outbound.client import Outbound
-from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
 
 JSON = "application/json"
 

@@ -20,7 +20,7 @@ import graphql
 from graphql.language import Lexer, Source, TokenKind
 from graphql.language.parser import Parser
 
-from executor_mcp.integrations.errors import ArgumentsRefused
+from executor_mcp.records.integration_errors import ArgumentsRefused
 
 EXTRAS = ("select", "variables")
 INVALID_SELECTION = "`select` is not a valid GraphQL selection set"

@@ -12,10 +12,10 @@ import urllib.parse
 from typing import Any
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.graphql.introspection import sdl_source, snapshot_source
 from executor_mcp.integrations.kinds import Registration
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, AuthMethod
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import DISCOVERED_PER_CONNECTION, AuthMethod
 
 FIELDS = frozenset(
     {

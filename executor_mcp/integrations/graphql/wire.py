@@ -1,9 +1,9 @@
 """A GraphQL integration's JSON, the same at the HTTP API and the sandbox's `executor.graphql.*` tools."""
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.model import IntegrationRecord
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.wire import display_url
+from executor_mcp.records.integrations import IntegrationRecord
 from executor_mcp.storage.records import Owner as Principal
 
 

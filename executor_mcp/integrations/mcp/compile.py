@@ -10,9 +10,9 @@ import re
 from typing import Any
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.mcp.protocol import parse_json
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, CompiledCatalog, ToolDef
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import DISCOVERED_PER_CONNECTION, CompiledCatalog, ToolDef
 
 MAX_SCHEMA_DEPTH = 64
 MAX_SCHEMA_VALUES = 50_000

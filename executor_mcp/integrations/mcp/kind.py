@@ -25,7 +25,6 @@ from executor_mcp.integrations.credentials import (
     render_credentials,
     scope_failure,
 )
-from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
 from executor_mcp.integrations.kinds import Discovery, Invocation
 from executor_mcp.integrations.mcp import results
 from executor_mcp.integrations.mcp.compile import compile_tools, real_name
@@ -47,7 +46,11 @@ from executor_mcp.integrations.mcp.transports import (
     open_sse,
     open_stdio,
 )
-from executor_mcp.integrations.model import (
+from executor_mcp.outbound.client import Outbound, origin_of_url
+from executor_mcp.outbound.model import OutboundFailure
+from executor_mcp.protocol.errors import Code
+from executor_mcp.records.integration_errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.records.integrations import (
     MAX_DISCOVERED_TOOLS,
     MCP,
     AuthMethod,
@@ -58,9 +61,6 @@ from executor_mcp.integrations.model import (
     decode_catalog,
     encode_catalog,
 )
-from executor_mcp.outbound.client import Outbound, origin_of_url
-from executor_mcp.outbound.model import OutboundFailure
-from executor_mcp.protocol.errors import Code
 
 log = logging.getLogger(__name__)
 

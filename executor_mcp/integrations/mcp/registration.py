@@ -16,10 +16,10 @@ from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations import addresses
-from executor_mcp.integrations.errors import InvalidInput
 from executor_mcp.integrations.kinds import Registration
-from executor_mcp.integrations.model import DISCOVERED_PER_CONNECTION, MCP, NO_AUTH, AuthMethod, Placement
 from executor_mcp.integrations.openapi import auth as openapi_auth
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import DISCOVERED_PER_CONNECTION, MCP, NO_AUTH, AuthMethod, Placement
 
 REMOTE, STDIO = "remote", "stdio"
 REMOTE_TRANSPORTS = ("auto", "streamable-http", "sse")

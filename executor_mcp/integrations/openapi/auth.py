@@ -14,9 +14,9 @@ from typing import Any
 from urllib.parse import urljoin
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.errors import InvalidInput
-from executor_mcp.integrations.model import NO_AUTH, TOKEN, AuthMethod, Placement
 from executor_mcp.integrations.openapi.document import Document
+from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.records.integrations import NO_AUTH, TOKEN, AuthMethod, Placement
 
 APIKEY = "apikey"
 OAUTH2 = "oauth2"

@@ -17,8 +17,6 @@ from typing import Any
 import attrs
 
 from executor_mcp.codec import JsonObject, converter, dumps, loads
-from executor_mcp.integrations.errors import SpecRefused
-from executor_mcp.integrations.model import AuthMethod, CompiledCatalog, ToolDef
 from executor_mcp.integrations.openapi import auth, naming
 from executor_mcp.integrations.openapi.binding import (
     LOCATIONS,
@@ -31,6 +29,8 @@ from executor_mcp.integrations.openapi.binding import (
     ServerVariable,
 )
 from executor_mcp.integrations.openapi.document import MAX_SOURCE_BYTES, Document, parse
+from executor_mcp.records.integration_errors import SpecRefused
+from executor_mcp.records.integrations import AuthMethod, CompiledCatalog, ToolDef
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 WRITE_METHODS = ("post", "put", "patch", "delete")

@@ -13,9 +13,9 @@ from typing import Any
 import attrs
 
 from executor_mcp.codec import converter, dumps
-from executor_mcp.integrations.errors import SpecRefused
-from executor_mcp.integrations.model import CompiledCatalog
 from executor_mcp.integrations.openapi.compile import compile_spec, encode_compiled
+from executor_mcp.records.integration_errors import SpecRefused
+from executor_mcp.records.integrations import CompiledCatalog
 
 LENGTH = struct.Struct(">I")
 # The head's `info` texts are cut to this many characters: the preview shows them and an integration keeps at

@@ -22,7 +22,7 @@ import attrs
 import yaml
 
 from executor_mcp.codec import JsonObject, loads
-from executor_mcp.integrations.errors import SpecRefused
+from executor_mcp.records.integration_errors import SpecRefused
 
 MAX_SOURCE_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 64

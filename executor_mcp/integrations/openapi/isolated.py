@@ -19,9 +19,9 @@ import cattrs
 import trio
 
 from executor_mcp.codec import converter, loads
-from executor_mcp.integrations.errors import SpecRefused
 from executor_mcp.integrations.openapi.compile import CompiledSpec
 from executor_mcp.integrations.openapi.compiler import LENGTH
+from executor_mcp.records.integration_errors import SpecRefused
 
 log = logging.getLogger(__name__)
 

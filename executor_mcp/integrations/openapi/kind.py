@@ -7,15 +7,15 @@ from typing import Any
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result
-from executor_mcp.integrations.errors import ArgumentsRefused, DiscoveryFailed
 from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation
-from executor_mcp.integrations.model import OPENAPI, CompiledCatalog, IntegrationRecord, ToolDef, config_strings
 from executor_mcp.integrations.openapi import request, response
 from executor_mcp.integrations.openapi.binding import Binding
 from executor_mcp.integrations.openapi.compile import compile_spec, decode_compiled, encode_compiled
 from executor_mcp.integrations.openapi.document import MAX_SOURCE_BYTES
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure
+from executor_mcp.records.integration_errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.records.integrations import OPENAPI, CompiledCatalog, IntegrationRecord, ToolDef, config_strings
 
 
 class OpenApiKind:

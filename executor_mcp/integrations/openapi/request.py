@@ -19,11 +19,11 @@ import attrs
 
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.credentials import CredentialMissing, render_credentials
-from executor_mcp.integrations.errors import ArgumentsRefused
-from executor_mcp.integrations.model import AuthMethod
 from executor_mcp.integrations.openapi.binding import Binding, MediaType, Parameter, Server
 from executor_mcp.outbound.model import UNREACHABLE, OutboundFailure, OutboundRequest
 from executor_mcp.outbound.useragent import DEFAULT_USER_AGENT
+from executor_mcp.records.integration_errors import ArgumentsRefused
+from executor_mcp.records.integrations import AuthMethod
 
 CONTAINERS: dict[str, tuple[str, ...]] = {
     "path": ("path", "pathParams", "params"),
