@@ -37,6 +37,7 @@ from executor_mcp.integrations.service import Integrations
 from executor_mcp.observability.health import Health
 from executor_mcp.observability.metrics import Metrics
 from executor_mcp.policies.service import Policies
+from executor_mcp.routes import create_app
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.lifecycle import IdlePolicy
 from executor_mcp.sessions.manager import SessionManager
@@ -51,7 +52,6 @@ from executor_mcp.transport import connections
 from executor_mcp.transport.asgi import AsgiApp
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import PublicUrl
-from executor_mcp.transport.endpoint import create_app
 from executor_mcp.transport.observed import NotedAuthenticator, Observed, Operations
 from executor_mcp.transport.stdio import Pipe, StdioBridge
 from executor_mcp.web.console import LINK_PATH, Console
