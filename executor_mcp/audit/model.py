@@ -15,6 +15,7 @@ import hashlib
 import os
 import struct
 from datetime import UTC, datetime
+from typing import Any
 
 import attrs
 
@@ -66,6 +67,12 @@ class AuditQuery:
     tool: str | None = None  # a glob (`tools.github.*`, `*issues*`)
     account: str | None = None  # only this account's (an org member who is not its admin sees only its own)
     limit: int = 100
+
+    @classmethod
+    def seen_by(cls, org: str, account: str, *, org_admin: bool, **narrowing: Any) -> "AuditQuery":
+        """What a member may list: an org admin sees the org's calls, any other member only their own (the API's
+        rule, and the console page's)."""
+        return cls(org=org, account=None if org_admin else account, **narrowing)
 
     @property
     def narrowed(self) -> bool:

@@ -409,7 +409,7 @@ async def connections_add(
         return _fail(
             f"saved connection {record.address}, but listing its tools failed: {reason}. It has no tools until a "
             "listing succeeds: the server lists them again on a catalog read a minute from now, or at once on "
-            f"POST /api/connections/{record.owner}/{record.integration}/{record.name}/refresh"
+            f"`executor-mcp connections refresh {record.address}`"
         )
     print(f"saved connection {record.address}", file=sys.stderr)
     print(record.address)

@@ -46,13 +46,14 @@ class AuditApi:
             return json_error(400, f"Invalid audit query: {exc}")
         if not 1 <= limit <= MAX_LISTED:
             return json_error(400, f"Invalid audit query: limit must be between 1 and {MAX_LISTED}")
-        query = AuditQuery(
-            org=principal.org_id,
+        query = AuditQuery.seen_by(
+            principal.org_id,
+            principal.account_id,
+            org_admin=principal.org_admin,
             since=since,
             before=before,
             session_id=args.get("session"),
             tool=args.get("tool"),
-            account=None if principal.org_admin else principal.account_id,
             limit=limit,
         )
         page = await self._trail.page(query)

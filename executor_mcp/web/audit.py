@@ -65,13 +65,14 @@ def audit_query(principal: Principal, filters: Filters, now: float) -> AuditQuer
         before = bytes.fromhex(filters.before) if filters.before else None
     except ValueError:
         raise ValueError("the page cursor is not one this page made") from None
-    return AuditQuery(
-        org=principal.org_id or "",
+    return AuditQuery.seen_by(
+        principal.org_id or "",
+        principal.account_id,
+        org_admin=principal.org_admin,
         since=since,
         before=before,
         session_id=filters.session or None,
         tool=filters.tool or None,
-        account=None if principal.org_admin else principal.account_id,
         limit=PAGE_SIZE,
     )
 

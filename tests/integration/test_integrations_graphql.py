@@ -241,6 +241,7 @@ async def test_introspection_off_without_an_sdl_fails_the_connection_s_discovery
         f"executor-mcp: error: saved connection tools.shop.org.cli, but listing its tools failed: {reason} It has "
         "no tools until a listing succeeds"
     ) in added.stderr.decode()
+    assert "`executor-mcp connections refresh tools.shop.org.cli`" in added.stderr.decode()
     shown = await api(http, executor, "GET", "/api/connections/org/shop/cli")
     assert shown["lastHealth"] == {"status": "degraded", "detail": f"Tool sync failing: {reason}"}
 
