@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from executor_mcp.tools.context import Interaction
+from executor_mcp.tools.approval import Interaction
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 INITIALIZE = {

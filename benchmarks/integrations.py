@@ -26,6 +26,7 @@ from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.policies.service import Policies
+from executor_mcp.records.integrations import OPENAPI
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
@@ -61,15 +62,15 @@ async def main(connections: int, repeat: int) -> None:
             async with open_integrations(settings, control) as integrations, trio.open_nursery() as nursery:
                 upstream = (await nursery.start(partial(hypercorn.trio.serve, pong, config)))[0]
                 catalog = build_catalog(integrations)
-                context = CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control), gate=no_gate)
+                context = CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control.policies), gate=no_gate)
                 started = time.perf_counter()
-                _, count = await integrations.add_openapi(
-                    LOCAL_PRINCIPAL, {"spec": {"kind": "blob", "value": source}, "slug": "github"}
+                _, count = await integrations.add(
+                    LOCAL_PRINCIPAL, OPENAPI, {"spec": {"kind": "blob", "value": source}, "slug": "github"}
                 )
                 imported = time.perf_counter() - started
                 print(f"import GitHub's spec ({len(source) / 1e6:.1f} MB, {count} tools): {imported:.2f} s")
                 for index in range(connections):
-                    await integrations.create_connection(
+                    await integrations.connections.create(
                         LOCAL_PRINCIPAL,
                         {"owner": "org", "name": f"account {index}", "integration": "github", "template": "none"},
                         pasted=True,
@@ -85,10 +86,12 @@ async def main(connections: int, repeat: int) -> None:
                 enumeration = partial(catalog.invoke, "search", {"namespace": "github", "query": ""}, context)
                 print(line("search namespace enumeration", await timed(enumeration, repeat)))
 
-                await integrations.add_openapi(
-                    LOCAL_PRINCIPAL, {"spec": {"kind": "blob", "value": PING_SPEC % upstream}, "slug": "pinger"}
+                await integrations.add(
+                    LOCAL_PRINCIPAL,
+                    OPENAPI,
+                    {"spec": {"kind": "blob", "value": PING_SPEC % upstream}, "slug": "pinger"},
                 )
-                await integrations.create_connection(
+                await integrations.connections.create(
                     LOCAL_PRINCIPAL,
                     {"owner": "org", "name": "main", "integration": "pinger", "template": "none"},
                     pasted=True,

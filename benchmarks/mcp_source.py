@@ -27,8 +27,8 @@ from benchmarks.common import HEADERS, line, no_gate, overhead_line, timed
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
-from executor_mcp.integrations.mcp_servers import McpServers
 from executor_mcp.policies.service import Policies
+from executor_mcp.records.integrations import MCP
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.core import build_catalog
@@ -91,11 +91,11 @@ async def main(repeat: int) -> None:
             async with open_integrations(settings, control) as integrations, trio.open_nursery() as nursery:
                 endpoint = (await nursery.start(partial(hypercorn.trio.serve, raw_mcp, config)))[0] + "/mcp"
                 catalog = build_catalog(integrations)
-                context = CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control), gate=no_gate)
-                await McpServers(integrations).add(
-                    LOCAL_PRINCIPAL, {"name": "raw", "endpoint": endpoint, "remoteTransport": "streamable-http"}
+                context = CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control.policies), gate=no_gate)
+                await integrations.add(
+                    LOCAL_PRINCIPAL, MCP, {"name": "raw", "endpoint": endpoint, "remoteTransport": "streamable-http"}
                 )
-                await integrations.create_connection(
+                await integrations.connections.create(
                     LOCAL_PRINCIPAL,
                     {"owner": "org", "name": "main", "integration": "raw", "template": "none"},
                     pasted=True,

@@ -19,7 +19,7 @@ import trio
 from benchmarks.common import HEADERS, TIME_BOUND, line, open_session, timed
 from executor_mcp.app import Running, serve
 from executor_mcp.config import Settings
-from executor_mcp.protocol.modern import META_CAPABILITIES, META_VERSION, MODERN_VERSION
+from executor_mcp.protocol.stateless import META_CAPABILITIES, META_VERSION, STATELESS_VERSION
 
 
 async def _latency(http: httpx.AsyncClient, url: str, session_id: str, method: str, count: int) -> list[float]:
@@ -37,11 +37,11 @@ async def _latency(http: httpx.AsyncClient, url: str, session_id: str, method: s
     return samples
 
 
-def _modern(method: str, params: dict) -> tuple[str, dict[str, str]]:
+def _stateless(method: str, params: dict) -> tuple[str, dict[str, str]]:
     """A 2026-07-28 request: its body, and its headers (the version, method and name repeated)."""
-    meta = {META_VERSION: MODERN_VERSION, META_CAPABILITIES: {}}
+    meta = {META_VERSION: STATELESS_VERSION, META_CAPABILITIES: {}}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}})
-    headers = {**HEADERS, "mcp-protocol-version": MODERN_VERSION, "mcp-method": method}
+    headers = {**HEADERS, "mcp-protocol-version": STATELESS_VERSION, "mcp-method": method}
     if "name" in params:
         headers["mcp-name"] = params["name"]
     return body, headers
@@ -89,9 +89,9 @@ async def main(requests: int, sessions: int) -> None:
                 legacy_call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": execute})
                 legacy_headers = {**HEADERS, "mcp-session-id": session_id}
                 for label, (body, headers) in (
-                    ("2026 tools/list", _modern("tools/list", {})),
+                    ("2026 tools/list", _stateless("tools/list", {})),
                     ("2025 tools/call execute", (legacy_call, legacy_headers)),
-                    ("2026 tools/call execute", _modern("tools/call", execute)),
+                    ("2026 tools/call execute", _stateless("tools/call", execute)),
                 ):
                     await _era_latency(http, url, body, headers, 20)  # warm-up (a workspace's first request makes it)
                     print(line(label, await _era_latency(http, url, body, headers, requests // 10)))

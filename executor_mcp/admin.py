@@ -70,7 +70,7 @@ def _org_json(org: OrgRecord) -> dict[str, object]:
 
 async def orgs_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        orgs = sorted(await control.orgs(), key=lambda record: record.org_id)
+        orgs = sorted(await control.orgs.orgs(), key=lambda record: record.org_id)
     print_listing(orgs, as_json, "no organizations", _ORG_COLUMNS, _org_json)
     return 0
 
@@ -78,9 +78,9 @@ async def orgs_list(data_dir: Path, as_json: bool = False) -> int:
 async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
     async with _control_plane(data_dir) as control:
         if revoked:
-            await control.request_revocation(org_id, time.time())
+            await control.orgs.request_revocation(org_id, time.time())
         else:
-            await control.set_org_revoked(org_id, False, time.time())
+            await control.orgs.set_org_revoked(org_id, False, time.time())
     print(f"{'revoked' if revoked else 'restored'} organization {org_id}", file=sys.stderr)
     return 0
 
@@ -94,7 +94,7 @@ async def keys_create(data_dir: Path, account_id: str, org_id: str, admin: bool 
     key_id, key = new_api_key()
     async with _control_plane(data_dir) as control:
         record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time(), admin=admin)
-        await control.put_api_key(digest(key), record)
+        await control.api_keys.put_api_key(digest(key), record)
     role = "admin " if admin else ""
     print(
         f"created {role}API key {key_id} for account {account_id} in organization {org_id}; it is shown only once:",
@@ -129,14 +129,14 @@ def _key_json(key: ApiKeyRecord) -> dict[str, object]:
 
 async def keys_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        keys = sorted(await control.api_keys(), key=lambda record: record.created_at)
+        keys = sorted(await control.api_keys.api_keys(), key=lambda record: record.created_at)
     print_listing(keys, as_json, "no API keys", _KEY_COLUMNS, _key_json)
     return 0
 
 
 async def keys_revoke(data_dir: Path, key_id: str) -> int:
     async with _control_plane(data_dir) as control:
-        record = await control.revoke_api_key(key_id)
+        record = await control.api_keys.revoke_api_key(key_id)
     if record is None:
         print(f"executor-mcp: error: no API key with id {key_id}", file=sys.stderr)
         return 1
@@ -161,7 +161,7 @@ _POLICY_COLUMNS: list[Column[PolicyRecord]] = [
 async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_json: bool = False) -> int:
     """`--json` rows are the HTTP API's (`GET /api/policies`)."""
     async with _control_plane(data_dir) as control:
-        records = await Policies(control).list(_principal(org_id, account_id))
+        records = await Policies(control.policies).list(_principal(org_id, account_id))
     empty = f"no policies in organization {org_id}" + (f" for user {account_id}" if account_id else "")
     print_listing(records, as_json, empty, _POLICY_COLUMNS, describe)
     return 0
@@ -177,7 +177,7 @@ async def policies_add(
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
     async with _control_plane(data_dir) as control:
-        record = await Policies(control).create(_principal(org_id, account_id), *checked)
+        record = await Policies(control.policies).create(_principal(org_id, account_id), *checked)
     print(record.id)
     return 0
 
@@ -186,7 +186,7 @@ async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, p
     owner = RuleOwner.USER if account_id else RuleOwner.ORG
     async with _control_plane(data_dir) as control:
         try:
-            await Policies(control).remove(_principal(org_id, account_id), policy_id, owner)
+            await Policies(control.policies).remove(_principal(org_id, account_id), policy_id, owner)
         except PolicyNotFound as exc:
             print(f"executor-mcp: error: {exc}", file=sys.stderr)
             return 1
@@ -240,14 +240,14 @@ def _meta_json(meta: SessionMeta) -> dict[str, object]:
 
 async def sessions_list(data_dir: Path, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        records = sorted(await control.sessions(), key=lambda r: r.last_activity_at, reverse=True)
+        records = sorted(await control.sessions.sessions(), key=lambda r: r.last_activity_at, reverse=True)
     print_listing(records, as_json, "no sessions", _SESSION_COLUMNS, _session_json)
     return 0
 
 
 async def sessions_show(data_dir: Path, session_id: str, as_json: bool = False) -> int:
     async with _control_plane(data_dir) as control:
-        record = await control.get_session(session_id)
+        record = await control.sessions.get_session(session_id)
     if record is None:
         print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
         return 1
@@ -290,7 +290,7 @@ async def sessions_show(data_dir: Path, session_id: str, as_json: bool = False) 
 
 async def sessions_terminate(data_dir: Path, session_id: str) -> int:
     async with _control_plane(data_dir) as control:
-        found = await control.request_termination(session_id, time.time())
+        found = await control.sessions.request_termination(session_id, time.time())
     if not found:
         print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
         return 1
@@ -314,7 +314,9 @@ async def console_link(settings: Settings, account_id: str, org_id: str, admin: 
         print("executor-mcp: warning: --port 0 names no port: pass the server's --public-url", file=sys.stderr)
     now = time.time()
     async with _control_plane(settings.data_dir) as control:
-        token = await new_link(control, Owner(account_id=account_id, org_id=org_id, org_admin=admin), now, seconds)
+        token = await new_link(
+            control.sign_ins, Owner(account_id=account_id, org_id=org_id, org_admin=admin), now, seconds
+        )
     print(
         f"one-time console sign-in for account {account_id} in organization {org_id}, usable once within "
         f"{seconds:g} seconds:",
@@ -337,7 +339,7 @@ async def audit_list(
         return 2
     query = AuditQuery(org=org, since=after, session_id=session, tool=tool, limit=limit)
     async with _control_plane(data_dir) as control:
-        page = await AuditTrail(control, retention=0.0).page(query)
+        page = await AuditTrail(control.audit, retention=0.0).page(query)
     empty = f"no audit records for org {org}" + (" matching the filters" if query.narrowed or after else "")
     print_listing(page.records, as_json, empty, _AUDIT_COLUMNS, record_json)
     return 0

@@ -30,7 +30,7 @@ from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Set
 from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
-from executor_mcp.execution.runs import Book
+from executor_mcp.execution.runs import PendingApprovals
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.handoff import CONNECT_PATH, HandoffBook, Handoffs
 from executor_mcp.integrations.service import Integrations
@@ -45,9 +45,9 @@ from executor_mcp.storage import ownership
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.ownership import DataDirInUse
 from executor_mcp.tools.core import build_catalog
-from executor_mcp.toolserver.executor_tools import executor_tools
-from executor_mcp.toolserver.modern import ModernCalls
+from executor_mcp.toolserver.executor_tools import ExecutorTools
 from executor_mcp.toolserver.registry import ToolFactory
+from executor_mcp.toolserver.stateless import StatelessCalls
 from executor_mcp.transport import connections
 from executor_mcp.transport.asgi import AsgiApp
 from executor_mcp.transport.browser import BrowserGuard
@@ -182,6 +182,15 @@ async def build_authenticator(
     return BearerAuth(verifier, control, lambda: public.metadata_url, time.time, settings.org_admin_claim)
 
 
+def idle_policy(settings: Settings) -> IdlePolicy:
+    """How long an unused session runtime stays up: work in flight holds it `RUNNING_LEASE` past the timeout."""
+    return IdlePolicy(
+        session_timeout=settings.session_timeout,
+        paused_idle=settings.paused_session_idle_timeout,
+        running_idle=settings.session_timeout + RUNNING_LEASE,
+    )
+
+
 async def serve(
     settings: Settings,
     *,
@@ -204,7 +213,7 @@ async def serve(
         control = await ControlPlane.open(settings.data_dir)
         try:
             # What this server lets the data dir's records do, for the admin commands on it to do the same.
-            await control.record_data_dir_facts(data_dir_facts(settings))
+            await control.facts.record_data_dir_facts(data_dir_facts(settings))
             async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
                 book = HandoffBook() if handoffs is None else handoffs
                 front = front or partial(_hypercorn_front, settings)
@@ -228,16 +237,9 @@ async def _serve(
 ) -> None:
     pool = WorkerPool(max_workers=settings.sandbox_workers)
     metrics = Metrics()
-    limits = Limits(
-        timeout=settings.execution_timeout,
-        cpu=settings.execution_cpu_limit,
-        memory=settings.execution_memory_limit * 1024 * 1024,
-        max_timers=settings.execution_max_timers,
-        max_tool_calls=settings.execution_max_tool_calls,
-        journal=settings.execution_journal_limit * 1024 * 1024,
-    )
-    policies = Policies(control)
-    audit = AuditTrail(control, settings.audit_retention)
+    limits = Limits.of(settings)
+    policies = Policies(control.policies)
+    audit = AuditTrail(control.audit, settings.audit_retention)
 
     async def audited(record: AuditRecord) -> None:
         metrics.count_tool_call(integration_of(record.tool), record.outcome)
@@ -246,28 +248,24 @@ async def _serve(
     public = PublicUrl(settings.public_url or "")
     links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
     catalog = build_catalog(integrations, links)
-    # One book of pauses: the MCP tools open and resume them, the console's approvals pages answer them.
-    book = Book(approval_window=settings.approval_window)
-    catalog_tools = executor_tools(
+    # The pauses waiting for an approval: the MCP tools open and resume them, the console's approvals pages
+    # answer them.
+    approvals = PendingApprovals(approval_window=settings.approval_window)
+    catalog_tools = ExecutorTools(
         Engine(pool, limits, metrics.observe_execution),
         catalog,
         policies,
-        book,
+        approvals,
         Admission(executions_per_account(settings, pool)),
         lambda: public.value,
         audited,
-    )
-    idle = IdlePolicy(
-        session_timeout=settings.session_timeout,
-        paused_idle=settings.paused_session_idle_timeout,
-        running_idle=settings.session_timeout + RUNNING_LEASE,
     )
     manager = SessionManager(
         control,
         settings.data_dir,
         tools or catalog_tools,
-        idle=idle,
-        max_sessions_per_account=settings.max_sessions_per_user,
+        idle=idle_policy(settings),
+        max_sessions_per_user=settings.max_sessions_per_user,
         retention=settings.session_retention,
     )
     authenticator = await build_authenticator(settings, control, http_client, public)
@@ -277,15 +275,15 @@ async def _serve(
         allowed_origins=settings.allowed_origin,
         allowed_hosts=settings.allowed_host,
     )
-    console_key = await control.console_key()
+    console_key = await control.signing_keys.console_key()
     console = Console(
-        control, console_key, authenticator if isinstance(authenticator, BearerAuth) else None, browser, public
+        control.sign_ins, console_key, authenticator if isinstance(authenticator, BearerAuth) else None, browser, public
     )
     metrics_token = None
     if settings.metrics_token_file is not None:
         metrics_token = await read_secret(settings.metrics_token_file, "--metrics-token-file")
     operations = Operations(
-        Health(settings.data_dir, control, manager, book, pool),
+        Health(settings.data_dir, control.sessions, manager, approvals, pool),
         metrics,
         metrics_open=settings.auth == "none",
         metrics_token=metrics_token,
@@ -301,8 +299,8 @@ async def _serve(
         handoffs=links,
         console=console,
         catalog=catalog,
-        approvals=book,
-        modern_calls=ModernCalls(book, await control.request_state_key()),
+        approvals=approvals,
+        stateless_calls=StatelessCalls(approvals, await control.signing_keys.request_state_key()),
         operations=operations,
         audit=audit,
     )
@@ -311,14 +309,14 @@ async def _serve(
 
     async def shutdown_trigger() -> None:
         await stop.wait()
-        book.keep_for_restart()
+        approvals.keep_for_restart()
         await manager.shutdown(settings.shutdown_grace)
 
     async with trio.open_nursery() as root:
         await root.start(pool.run)
         await root.start(audit.run)
         await root.start(manager.run)
-        root.start_soon(integrations.refresh_stale)
+        root.start_soon(integrations.discoveries.refresh_stale)
 
         async def http(task_status: trio.TaskStatus[list[str]]) -> None:
             await front(app, shutdown_trigger, task_status=task_status)

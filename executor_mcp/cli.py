@@ -8,7 +8,7 @@ import os
 import platform
 import sys
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
@@ -45,9 +45,8 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("exit_on_error", False)
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
+    # argparse's own signature (a namespace class in, the same class out); only ours ever comes back here.
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         try:
             parsed, extras = super().parse_known_args(args, namespace)
         except argparse.ArgumentError as refused:
@@ -81,15 +80,16 @@ def _typed(kind: type[int] | type[float]) -> Callable[[str], Any]:
     return parse
 
 
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+# Every subcommand's parser is a `_Parser` too: argparse builds them with the class of the parser they hang from.
+Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
 
-def _command(actions: Commands, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+def _command(actions: Commands, name: str, summary: str, description: str | None = None) -> _Parser:
     """A subcommand with its one-line summary in its parent's list and a description in its own `--help`."""
     return actions.add_parser(name, help=summary, description=description or summary[0].upper() + summary[1:] + ".")
 
 
-def _actions(command: argparse.ArgumentParser) -> Commands:
+def _actions(command: _Parser) -> Commands:
     return command.add_subparsers(dest="action", required=True, metavar="ACTION")
 
 

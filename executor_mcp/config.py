@@ -455,7 +455,8 @@ def with_data_dir_facts(settings: Settings, given: frozenset[str], recorded: Map
     """A command's `settings`, with each data-dir fact it does not set itself (`given`) taken from `recorded`
     (what the data dir's server runs with); a recorded value of another type is ignored."""
     defaults = attrs.fields_dict(Settings)
-    taken = {
+    # Each value has its field's type (checked against the default's); a mapping of many fields can only say Any.
+    taken: dict[str, Any] = {
         name: value
         for name, value in recorded.items()
         if name in DATA_DIR_FACTS and name not in given and type(value) is type(defaults[name].default)

@@ -204,5 +204,5 @@ def log_access(entry: RequestLog, status: int, duration_ms: float) -> None:
     message = f"{entry.http_method} {entry.path} {status} {duration_ms:.1f}ms"
     # Made and handled directly: an access line needs no caller's file and line, whose search costs more than
     # the rest of the line.
-    record = _access.makeRecord(ACCESS_LOGGER, logging.INFO, "", 0, message, None, None, extra={"fields": fields})
+    record = _access.makeRecord(ACCESS_LOGGER, logging.INFO, "", 0, message, (), None, extra={"fields": fields})
     _access.handle(record)

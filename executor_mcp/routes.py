@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator
 from executor_mcp.codec import dumps
-from executor_mcp.execution.runs import Book
+from executor_mcp.execution.runs import PendingApprovals
 from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
@@ -30,23 +30,23 @@ from executor_mcp.protocol.errors import (
     envelope_body,
     envelope_headers,
 )
-from executor_mcp.protocol.jsonrpc import encode, error_response
+from executor_mcp.protocol.jsonrpc import encode_message, error_response
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.toolserver.modern import ModernCalls
+from executor_mcp.toolserver.stateless import StatelessCalls
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
 from executor_mcp.transport.approvals_api import ApprovalsApi
 from executor_mcp.transport.asgi import Edge, decide_finish, declares_body
 from executor_mcp.transport.audit_api import AuditApi
 from executor_mcp.transport.browser import BrowserGuard
-from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
-from executor_mcp.transport.endpoint import API_PREFIX, POLICY_API_METHODS, RESOURCE, McpEndpoint, defect_refusal
+from executor_mcp.transport.discovery import API_PREFIX, MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
+from executor_mcp.transport.endpoint import POLICY_API_METHODS, RESOURCE, McpEndpoint, defect_refusal
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
-from executor_mcp.transport.modern import ModernEndpoint
 from executor_mcp.transport.observed import Operations
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
+from executor_mcp.transport.stateless import StatelessEndpoint
 from executor_mcp.web.approvals import ApprovalsPages
 from executor_mcp.web.audit import AuditPages
 from executor_mcp.web.catalog import CatalogPages
@@ -60,7 +60,7 @@ def _json(body: object, status: int = 200, headers: dict[str, str] | None = None
 
 
 def _envelope(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return _json(encode(error_response(None, code, message)), status=status, headers=headers)
+    return _json(encode_message(error_response(None, code, message)), status=status, headers=headers)
 
 
 def _refused(exc: Refused) -> Response:
@@ -158,9 +158,9 @@ def create_app(
     handoffs: Handoffs | None = None,
     console: Console | None = None,
     catalog: Catalog | None = None,
-    approvals: Book | None = None,
+    approvals: PendingApprovals | None = None,
     *,
-    modern_calls: ModernCalls,
+    stateless_calls: StatelessCalls,
     operations: Operations | None = None,
     audit: AuditTrail | None = None,
 ) -> Edge:
@@ -170,7 +170,7 @@ def create_app(
     console (and `/api` accepts bearers only). `catalog` (the sandbox's) lets a policy evaluation see each tool's
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
     those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
-    `modern_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`;
+    `stateless_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`;
     `audit`, `/api/audit` (and, with a console, its `/audit` page)."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
@@ -178,7 +178,7 @@ def create_app(
     app = _App("executor_mcp", static_folder=None)
     # Quart's 60 s default response timeout would silently cut SSE streams; a body gets a bounded time.
     app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, BODY_TIMEOUT=BODY_TIMEOUT_SECONDS)
-    endpoint = McpEndpoint(manager, authenticator, guard, ModernEndpoint(manager, modern_calls, RESOURCE))
+    endpoint = McpEndpoint(manager, authenticator, guard, StatelessEndpoint(manager, stateless_calls, RESOURCE))
     api_auth: Authenticator = authenticator
     if console is not None:
         api_auth = ConsoleCredentials(console, authenticator)
@@ -240,7 +240,8 @@ def create_app(
 
     async def finish(response: Response) -> Response:
         """Every answer: `Connection: close` if the body is still owed, and the mode's CORS headers."""
-        body_owed = declares_body(request.headers) and not request.body.received
+        received = isinstance(request.body, _Body) and request.body.received  # every body is one (`_Request`)
+        body_owed = declares_body(request.headers) and not received
         decided = decide_finish(guard, request.headers, body_owed=body_owed, console=is_console_path(request.path))
         response.headers = Headers(decided.apply(list(response.headers.items())))
         return response

@@ -17,7 +17,8 @@ from executor_mcp.config import Settings
 from executor_mcp.integrations.handoff import HandoffBook
 from executor_mcp.policies.service import Policies
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.tools.context import Approval, CallContext, Interaction
+from executor_mcp.tools.approval import Approval, Interaction
+from executor_mcp.tools.context import CallContext
 from executor_mcp.toolserver.registry import ToolFactory
 from tests.auth_support import SECRET as AUTH_SECRET
 from tests.sdk import connect
@@ -107,4 +108,4 @@ def context(control: ControlPlane) -> CallContext:
     async def approve(_: Interaction) -> Approval:
         return Approval("accept", "tests")
 
-    return CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control), gate=approve)
+    return CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control.policies), gate=approve)

@@ -27,7 +27,7 @@ from executor_mcp.audit.model import (
     to_bytes,
 )
 from executor_mcp.background import forever
-from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.interfaces import AuditStore
 from executor_mcp.storage.records import decoded_or_skipped
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ class Page:
 
 
 class AuditTrail:
-    def __init__(self, control: ControlPlane, retention: float, clock: Callable[[], float] = time.time) -> None:
-        self._control = control
+    def __init__(self, store: AuditStore, retention: float, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
         self._retention = retention
         self._clock = clock
         self._send, self._receive = trio.open_memory_channel[AuditRecord](QUEUED)
@@ -88,7 +88,7 @@ class AuditTrail:
             with trio.move_on_after(GATHER_SECONDS):
                 while len(self._held) < BATCH:
                     self._held.append(await self._receive.receive())
-            await self._control.append_audit([(record_key(record), to_bytes(record)) for record in self._held])
+            await self._store.append_audit([(record_key(record), to_bytes(record)) for record in self._held])
             self._held.clear()
             if not self._receive.statistics().current_buffer_used:
                 self._idle.set()
@@ -105,7 +105,7 @@ class AuditTrail:
             return record is not None and query.admits(record)
 
         scan = limit * SCAN_FACTOR if query.narrowed else limit
-        found, next_before = await self._control.audit_newest(prefix, start, end, limit, admits, scan)
+        found, next_before = await self._store.audit_newest(prefix, start, end, limit, admits, scan)
         return Page([from_bytes(value) for _, value in found], next_before)
 
     async def sweep(self) -> None:
@@ -113,4 +113,4 @@ class AuditTrail:
         before = self._clock() - self._retention
         start: bytes | None = b""
         while start is not None:
-            start = await self._control.sweep_audit(start, lambda key: made_before(key, before), next_org, SWEEP_BATCH)
+            start = await self._store.sweep_audit(start, lambda key: made_before(key, before), next_org, SWEEP_BATCH)

@@ -1,13 +1,13 @@
 """Reading the bearer of a request and phrasing the challenge that refuses it. No I/O."""
 
-from collections.abc import Mapping
+from executor_mcp.protocol.http import HeaderLookup
 
 BEARER_SCHEME = "bearer"
 # Larger than any real JWT or API key; a bigger bearer is refused without parsing it.
 MAX_TOKEN_LENGTH = 16 * 1024
 
 
-def bearer_token(headers: Mapping[str, str]) -> str | None:
+def bearer_token(headers: HeaderLookup) -> str | None:
     """The token of a `Bearer` authorization (possibly empty), or None when the request carries no bearer.
 
     The scheme is case-insensitive (RFC 9110), and servers strip trailing whitespace from header values,

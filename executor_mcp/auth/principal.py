@@ -25,6 +25,7 @@ from executor_mcp.auth.api_keys import digest
 from executor_mcp.auth.bearer import MAX_TOKEN_LENGTH, bearer_token, challenge, is_jwt_shaped
 from executor_mcp.auth.tokens import InvalidToken, TokenVerifier, Unavailable
 from executor_mcp.protocol.errors import Refusal, Refused
+from executor_mcp.protocol.http import HeaderLookup
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
 
@@ -53,11 +54,11 @@ class Forbidden(Refused):
 
 
 class Authenticator(Protocol):
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal: ...
+    async def authenticate(self, headers: HeaderLookup) -> Principal: ...
 
 
 class NoAuth:
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+    async def authenticate(self, headers: HeaderLookup) -> Principal:
         return LOCAL_PRINCIPAL
 
 
@@ -77,7 +78,7 @@ class BearerAuth:
         self._clock = clock
         self._seen_orgs: set[str] = set()
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+    async def authenticate(self, headers: HeaderLookup) -> Principal:
         token = bearer_token(headers)
         if token is None:
             raise Refused(Refusal.UNAUTHORIZED, challenge=challenge(self._metadata_url()))
@@ -138,15 +139,15 @@ class BearerAuth:
         return held == wanted or (isinstance(held, list) and wanted in held)
 
     async def _api_key(self, key_digest: str) -> tuple[str, str, bool]:
-        record = await self._store(self._control.get_api_key(key_digest))
+        record = await self._store(self._control.api_keys.get_api_key(key_digest))
         if record is None or record.revoked:
             raise InvalidToken("The API key is invalid")
         return record.account_id, record.org_id, self._admin_claim is None or record.admin
 
     async def _org_is_live(self, org_id: str) -> bool:
-        record = await self._store(self._control.get_org(org_id))
+        record = await self._store(self._control.orgs.get_org(org_id))
         if record is None and org_id not in self._seen_orgs:
-            record = await self._store(self._control.note_org(org_id, self._clock()))
+            record = await self._store(self._control.orgs.note_org(org_id, self._clock()))
             self._seen_orgs.add(org_id)
         return record is None or not record.revoked
 

@@ -144,10 +144,14 @@ class TokenVerifier:
             algorithms = list(JWKS_ALGORITHMS)
         else:
             key, algorithms = self._secret, ["HS256"]
-        options = {"require": ["sub"], "verify_aud": self._audience is not None}
         try:
             claims = jwt.decode(
-                token, key, algorithms=algorithms, issuer=self._issuer, audience=self._audience, options=options
+                token,
+                key,
+                algorithms=algorithms,
+                issuer=self._issuer,
+                audience=self._audience,
+                options={"require": ["sub"], "verify_aud": self._audience is not None},
             )
         except jwt.ExpiredSignatureError:
             raise InvalidToken("The access token expired") from None

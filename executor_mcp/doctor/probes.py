@@ -14,6 +14,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import trio
 
@@ -75,9 +76,9 @@ async def _control_plane(data_dir: Path) -> Check:
             control = await ControlPlane.open(data_dir)
             try:
                 counts = {
-                    "sessions": len(await control.sessions()),
-                    "orgs": len(await control.orgs()),
-                    "API keys": len(await control.api_keys()),
+                    "sessions": len(await control.sessions.sessions()),
+                    "orgs": len(await control.orgs.orgs()),
+                    "API keys": len(await control.api_keys.api_keys()),
                 }
             finally:
                 await control.close()
@@ -198,6 +199,10 @@ async def _nothing(path: str, args: Any) -> Any:
     raise LookupError(f"the doctor's program calls no tool ({path})")
 
 
+# The default limits, bounded in time by the check's own bound.
+_DOCTOR_LIMITS = attrs.evolve(Limits.of(Settings()), timeout=SANDBOX_BOUND)
+
+
 async def _sandbox() -> Check:
     """One real worker (spawned, as serve does while its zygote starts) running `return 1 + 1`."""
     started = trio.current_time()
@@ -206,7 +211,7 @@ async def _sandbox() -> Check:
         async with trio.open_nursery() as nursery:
             await nursery.start(pool.run)
             with trio.move_on_after(SANDBOX_BOUND) as bound:
-                outcome = await Engine(pool, Limits(timeout=SANDBOX_BOUND)).run("return 1 + 1", _nothing)
+                outcome = await Engine(pool, _DOCTOR_LIMITS).run("return 1 + 1", _nothing)
             nursery.cancel_scope.cancel()
     except Exception as exc:  # a worker that cannot start is the finding
         return checks.sandbox(False, f"a sandbox worker could not run: {_leaf(exc)}", 0)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import attrs
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.protocol.results import text_result
 from executor_mcp.storage.records import Owner
 
 LISTED_PAUSES = 10  # a refusal names at most this many paused executions
@@ -134,4 +135,4 @@ def refusal_result(refusal: Refusal) -> JsonObject:
         "pausedExecutionIds": list(refusal.pause_ids),
     }
     text = " ".join(sentences)
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": True}
+    return text_result(text, structured, error=True)

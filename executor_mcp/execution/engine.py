@@ -327,7 +327,8 @@ class _Run:
             if self._releasable():
                 await self._request({"op": "drop"}, expect="dropped")
                 self._spent = self._cpu(reply)
-                self._worker.reusable = True  # type: ignore[union-attr]
+                assert self._worker is not None  # `_request` just used it
+                self._worker.reusable = True
                 return None
             if not self._calls and not self._timers:
                 return Outcome(ok=False, error="Execution is waiting on a promise that can never settle")
@@ -348,7 +349,8 @@ class _Run:
                 reply = await self._step({"op": FIRE, "id": timer_id})
             else:
                 return self._timed_out()
-        self._worker.reusable = not reply.get("retire", True)  # type: ignore[union-attr]
+        assert self._worker is not None  # the reply came from it
+        self._worker.reusable = not reply.get("retire", True)
         return _outcome(reply["done"])
 
     def _releasable(self) -> bool:

@@ -19,7 +19,7 @@ is written before the host acts on it. No I/O here: the owner writes `unwritten(
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -105,7 +105,7 @@ _MAX_COUNT = 2**53
 _MAX_ID = 2**53
 
 
-def valid_clock(clock: Any) -> bool:
+def valid_clock(clock: Any) -> TypeGuard[list[Any]]:
     """Whether a step's clock readings are of the shape and number the prelude reports: `[kind, value, count]`,
     at most `MAX_CLOCK_ENTRIES` of them. They are journaled and fed back as they are, and charged to the journal
     by their number, so nothing else (a long string, a deep list, a 4,000-digit integer) may pass for one."""
@@ -230,9 +230,9 @@ class Journal:
                 continue
             cpu = entry.cpu
             if entry.input.get("op") == SETTLE:
-                calls.pop(entry.input.get("id"), None)
+                calls.pop(entry.input["id"], None)
             elif entry.input.get("op") == FIRE:
-                timers.pop(entry.input.get("id"), None)
+                timers.pop(entry.input["id"], None)
             for item in entry.outbox:
                 if item[0] == "call":
                     calls[item[1]] = InFlight(path=item[2], last_mark=None)
@@ -298,7 +298,7 @@ def decode_entry(raw: bytes) -> Entry:
 # so a damaged one is a `BadJournal`, which costs its own execution, not an error wherever it is read.
 
 
-def finite(value: Any) -> bool:
+def finite(value: Any) -> TypeGuard[int | float]:
     """A finite JSON number (a boolean is not one)."""
     return type(value) in (int, float) and math.isfinite(value)
 

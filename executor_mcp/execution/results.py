@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from executor_mcp.codec import JsonObject, deeper_than
 from executor_mcp.execution.engine import Outcome
+from executor_mcp.protocol.results import text_block, text_result, tool_result
 
 MAX_TEXT = 30_000
 MAX_FILE_TEXT = 64_000
@@ -28,7 +29,7 @@ _TEXT_LIKE = re.compile(r"^(text/.*|application/(json|xml|javascript|x-yaml|yaml
 
 def render(outcome: Outcome) -> JsonObject:
     if outcome.defect:
-        return _error_result([_text(f"Error: {outcome.error}")], {"status": "error", "error": outcome.error})
+        return text_result(f"Error: {outcome.error}", {"status": "error", "error": outcome.error}, error=True)
     structured: JsonObject = (
         {"status": "completed", "result": outcome.result, "logs": outcome.logs}
         if outcome.ok
@@ -38,17 +39,17 @@ def render(outcome: Outcome) -> JsonObject:
         structured["emitted"] = len(outcome.emitted)
         content = [block for item in outcome.emitted for block in _emitted_blocks(item)]
         if not outcome.ok:
-            content.append(_text(truncate(f"Error: {outcome.error}" + _logs_suffix(outcome.logs))))
+            content.append(text_block(truncate(f"Error: {outcome.error}" + _logs_suffix(outcome.logs))))
         elif outcome.logs:
-            content.append(_text("Logs:\n" + "\n".join(outcome.logs)))
+            content.append(text_block("Logs:\n" + "\n".join(outcome.logs)))
     elif outcome.ok:
         result_text = outcome.text if outcome.text is not None else "(no result)"
-        content = [_text(truncate(result_text) + _logs_suffix(outcome.logs))]
+        content = [text_block(truncate(result_text) + _logs_suffix(outcome.logs))]
     else:
-        content = [_text(truncate(f"Error: {outcome.error}" + _logs_suffix(outcome.logs)))]
+        content = [text_block(truncate(f"Error: {outcome.error}" + _logs_suffix(outcome.logs)))]
     if outcome.ok:
-        return {"content": content, "structuredContent": structured}
-    return _error_result(content, structured)
+        return tool_result(content, structured)
+    return tool_result(content, structured, error=True)
 
 
 def truncate(text: str, limit: int = MAX_TEXT) -> str:
@@ -57,28 +58,20 @@ def truncate(text: str, limit: int = MAX_TEXT) -> str:
     return f"{text[:limit]}\n... [truncated {len(text) - limit} chars]"
 
 
-def _error_result(content: list[JsonObject], structured: JsonObject) -> JsonObject:
-    return {"content": content, "structuredContent": structured, "isError": True}
-
-
 def _logs_suffix(logs: list[str]) -> str:
     return "\n\nLogs:\n" + "\n".join(logs) if logs else ""
 
 
-def _text(text: str) -> JsonObject:
-    return {"type": "text", "text": text}
-
-
 def _emitted_blocks(item: Any) -> list[JsonObject]:
     if deeper_than(item):
-        return [_text(INVALID_ITEM)]
+        return [text_block(INVALID_ITEM)]
     if isinstance(item, str):
-        return [_text(item)]
+        return [text_block(item)]
     if isinstance(item, dict) and item.get("type") in _CONTENT_TYPES:
-        return [item if _is_content_block(item) else _text(INVALID_ITEM)]
+        return [item if _is_content_block(item) else text_block(INVALID_ITEM)]
     if _is_tool_file(item):
         return _file_blocks(item)
-    return [_text(json.dumps(item, separators=(",", ":"), ensure_ascii=False))]
+    return [text_block(json.dumps(item, separators=(",", ":"), ensure_ascii=False))]
 
 
 def _is_tool_file(item: Any) -> bool:
@@ -99,8 +92,8 @@ def _file_blocks(file: JsonObject) -> list[JsonObject]:
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        return [_text(INVALID_ITEM)]
-    header = _text(f"File output: {name} ({mime}, {file['byteLength']} bytes)")
+        return [text_block(INVALID_ITEM)]
+    header = text_block(f"File output: {name} ({mime}, {file['byteLength']} bytes)")
     if mime.startswith("image/"):
         return [header, {"type": "image", "data": data, "mimeType": mime}]
     if mime.startswith("audio/"):
@@ -109,7 +102,7 @@ def _file_blocks(file: JsonObject) -> list[JsonObject]:
         text = raw.decode(errors="replace")
         if len(text) > MAX_FILE_TEXT:
             text = f"{text[:MAX_FILE_TEXT]}\n\n[truncated {len(text) - MAX_FILE_TEXT} characters]"
-        return [header, _text(text)]
+        return [header, text_block(text)]
     resource = {"uri": f"executor-file:///{quote(name)}", "mimeType": mime, "blob": data}
     return [header, {"type": "resource", "resource": resource}]
 
@@ -227,7 +220,7 @@ def render_paused(
         "ttlMs": int(ttl * 1000),
         "interaction": interaction,
     }
-    return {"content": [_text(text)], "structuredContent": structured}
+    return text_result(text, structured)
 
 
 APPROVALS_PATH = "/approvals/"
@@ -260,11 +253,11 @@ def render_browser_paused(execution_id: str, url: str) -> JsonObject:
         "approvalUrl": url,
         "resumePrompt": BROWSER_RESUME_PROMPT,
     }
-    return {"content": [_text(text)], "structuredContent": structured}
+    return text_result(text, structured)
 
 
 def _unavailable(status: str, execution_id: str, sentences: list[str], **extra: Any) -> JsonObject:
-    return _error_result([_text(" ".join(sentences))], {"status": status, "executionId": execution_id, **extra})
+    return text_result(" ".join(sentences), {"status": status, "executionId": execution_id, **extra}, error=True)
 
 
 def not_found_result(execution_id: str) -> JsonObject:

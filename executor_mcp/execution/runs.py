@@ -12,7 +12,7 @@ journal. A restart ends the task but not the records: when the session's runtime
 (`revive`), each execution with a live pause is back as a task waiting for that pause's answer, as before.
 Any other end of a run (its outcome, its window closing, its session disposed of) forgets its records.
 
-The `Book` is process-wide: it finds a pause by id for any session of the same account and org, makes
+`PendingApprovals` is process-wide: it finds a pause by id for any session of the same account and org, makes
 resumes exactly-once (a duplicate that arrives while the first runs joins it; one that arrives after
 replays the same result), and remembers ids that expired or settled so a late resume gets guidance
 instead of a shrug. A pause is answered once, by whoever comes first: the model's `resume` or a person on
@@ -25,7 +25,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 import trio
@@ -53,8 +53,19 @@ from executor_mcp.execution.results import (
     ttl_words,
 )
 from executor_mcp.logs import note, safe_id
+from executor_mcp.protocol.results import text_result
+from executor_mcp.storage.interfaces import ExecutionJournals
 from executor_mcp.storage.records import Owner
-from executor_mcp.tools.context import Approval, Interaction, refuse_unless_accepted
+from executor_mcp.tools.approval import (
+    ACCEPT,
+    CLIENT,
+    CONSOLE,
+    OUTCOMES,
+    Approval,
+    ApprovalAnswer,
+    Interaction,
+    refuse_unless_accepted,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -68,11 +79,7 @@ OWNERS_REMEMBERED = 4096
 # them is bounded again so a page never grows past what a person reads.
 MAX_LISTED = 100
 
-# Who answered a pause.
-AGENT = "agent"  # the model, with `resume`
-CLIENT = "client"  # the client's user, asked inline (native elicitation)
-CONSOLE = "console"  # a person, on the approvals page
-OUTCOMES = {"accept": "approved", "decline": "declined", "cancel": "cancelled"}
+# What became of a pause nobody answered.
 EXPIRED = "expired"  # nobody answered within the approval window
 ENDED = "ended"  # the execution ended (its session closed, or it failed) before anyone answered
 
@@ -103,13 +110,6 @@ class Deferred(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
-@attrs.frozen
-class Answer:
-    action: str  # accept | decline | cancel
-    content: JsonObject | None = None
-    by: str = AGENT
-
-
 @attrs.define(eq=False)
 class Pause:
     id: str
@@ -120,7 +120,7 @@ class Pause:
     created_at: float = 0.0
     mode: str = "model"  # the elicitation mode of the session whose execution paused
     call_id: int = 0  # the sandbox's id of the gated call
-    answer: Deferred[Answer] = attrs.Factory(Deferred)
+    answer: Deferred[ApprovalAnswer] = attrs.Factory(Deferred)
     resolution: Deferred[JsonObject] = attrs.Factory(Deferred)
 
 
@@ -130,7 +130,7 @@ class Ended:
 
     owner: Owner
     expired: bool  # else settled
-    answer: Answer | None = None  # None: nobody answered
+    answer: ApprovalAnswer | None = None  # None: nobody answered
     ran_out: bool = True  # expired because the approval window closed, not because its execution ended
     led_to: str | None = None  # the status of what answering led to: "completed", "error", or a new pause's
     next_id: str | None = None  # that new pause, when the execution paused again
@@ -160,7 +160,7 @@ class _Memory:
         self.replays: OrderedDict[str, JsonObject] = OrderedDict()
 
 
-class Book:
+class PendingApprovals:
     """Every live pause, and a bounded memory, per owner, of the ones that ended.
 
     The owner is checked before anything else: a stranger (another account, or the same account name in
@@ -228,7 +228,7 @@ class Book:
         waiting on it is not told it expired (it gets the restart envelope with its session)."""
         self.restarting = True
 
-    async def resume(self, execution_id: str, owner: Owner, answer: Answer | None) -> JsonObject:
+    async def resume(self, execution_id: str, owner: Owner, answer: ApprovalAnswer | None) -> JsonObject:
         """The answer to a resume: what answering led to, or why there is nothing to resume. With `answer`
         None (browser mode) the caller only waits for someone else's answer; that wait ends with the
         approval window, when the run expires the pause it holds."""
@@ -276,7 +276,7 @@ class Book:
         if isinstance(found, Ended):
             return Decided(execution_id, found.outcome, found.answer.by if found.answer else None, first=False)
         first = not found.answer.done
-        found.answer.set(Answer(action=action, by=CONSOLE))
+        found.answer.set(ApprovalAnswer(action=action, by=CONSOLE))
         given = found.answer.value
         assert given is not None
         return Decided(execution_id, OUTCOMES[given.action], given.by, first=first)
@@ -302,25 +302,11 @@ def _remember(memory: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -
         memory.popitem(last=False)
 
 
-def _how_answered(pause: Pause) -> Answer | None:
+def _how_answered(pause: Pause) -> ApprovalAnswer | None:
     """Who answered `pause` and how, for its `Ended`: without the answer's content, which may be as large as a
     request and would be kept with each of the many ended pauses remembered."""
     answer = pause.answer.value
     return attrs.evolve(answer, content=None) if answer is not None else None
-
-
-class Store(Protocol):
-    """Where a session keeps its durable executions: its own file (`storage/session_file.py`)."""
-
-    async def keep_execution(
-        self, key: str, records: list[tuple[int, bytes]], pauses: dict[str, bytes] | None = None
-    ) -> None: ...
-
-    async def journal(self, key: str) -> list[bytes]: ...
-
-    async def pauses(self) -> list[bytes]: ...
-
-    async def forget_execution(self, key: str, pause_ids: list[str]) -> None: ...
 
 
 @attrs.frozen
@@ -359,7 +345,7 @@ class Kept:
     stale: tuple[str, ...]  # ids of its earlier pauses, answered long ago, whose records go when it ends
 
 
-async def kept_executions(store: Store) -> tuple[list[Kept], list[tuple[str, list[str]]]]:
+async def kept_executions(store: ExecutionJournals) -> tuple[list[Kept], list[tuple[str, list[str]]]]:
     """The executions a session's file keeps with a live pause, and (key, pause ids) of the records that wait
     on nothing any more (to forget). A record that does not decode costs only its own execution."""
     by_execution: dict[str, list[PauseRecord]] = {}
@@ -374,10 +360,10 @@ async def kept_executions(store: Store) -> tuple[list[Kept], list[tuple[str, lis
     for key, records in by_execution.items():
         ids = [record.id for record in records]
         try:
-            raw = await store.journal(key)
-            if not raw:
+            entries = await store.journal(key)
+            if not entries:
                 raise BadJournal("no journal")
-            journal = Journal(key, decode_head(raw[0]), [decode_entry(entry) for entry in raw[1:]])
+            journal = Journal(key, decode_head(entries[0]), [decode_entry(entry) for entry in entries[1:]])
         except BadJournal as exc:
             log.error("forgetting paused execution %s: %s", ids[-1], exc)
             dead.append((key, ids))
@@ -404,20 +390,20 @@ class Run:
 
     def __init__(
         self,
-        book: Book,
+        approvals: PendingApprovals,
         slot: Slot,
         lease: Callable[[], AbstractContextManager[None]] = nullcontext,
         *,
-        mode: str = "model",
+        mode: str,
         worded: Callable[[Pause], JsonObject] | None = None,
         journal: Journal | None = None,
-        store: Store | None = None,
+        store: ExecutionJournals | None = None,
         pause_kept: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         """`mode` is the session's elicitation mode, `worded` how a pause reads to its model (model mode's
         wording by default), `pause_kept` tells the control plane until when a pause of the session is kept
         (so that a restart revives the session)."""
-        self._book = book
+        self._approvals = approvals
         self._slot = slot
         self._lease = lease
         self._mode = mode
@@ -447,7 +433,7 @@ class Run:
         to whoever resumes it."""
         pause = kept.pause.pause()
         self._pause_ids = [*kept.stale, pause.id]
-        self._book.open(pause)
+        self._approvals.open(pause)
         self._revived = self._resolving = pause
         self.next = pause.resolution
 
@@ -465,8 +451,8 @@ class Run:
             ended = True
         finally:
             self._slot.release()
-            if self._resolving is not None and not self._resolving.resolution.done and not self._book.restarting:
-                self._book.expire(self._resolving, ran_out=False)  # the run ended under a pending resume: tell it
+            if self._resolving is not None and not self._resolving.resolution.done and not self._approvals.restarting:
+                self._approvals.expire(self._resolving, ran_out=False)  # the run ended under a pending resume: tell it
         # Ended by its own outcome or scope, not by its session's end (which decides about the records itself).
         if ended and self._pause_ids:
             assert self._store is not None
@@ -482,7 +468,7 @@ class Run:
         with self._lease(), self._slot.pausing(pause.id), trio.move_on_at(_deadline(pause)):
             answered = await pause.answer.wait()
         if (answered or pause.answer.value) is None:
-            self._book.expire(pause)
+            self._approvals.expire(pause)
             self.scope.cancel()
             await trio.lowlevel.checkpoint()
 
@@ -512,7 +498,7 @@ class Run:
         not turn the person's decline into a run."""
         revived = self._revived
         answer = revived.answer.value if revived is not None and revived.call_id == call.id else None
-        if revived is not None and answer is not None and answer.action != "accept":
+        if revived is not None and answer is not None and answer.action != ACCEPT:
             self._revived = None
             refuse_unless_accepted(revived.interaction, answer.action)
 
@@ -544,17 +530,17 @@ class Run:
         answer = answer or pause.answer.value
         if answer is None:
             # Nobody answered in time: the execution ends, and a late resume hears it expired.
-            self._book.expire(pause)
+            self._approvals.expire(pause)
             self.scope.cancel()
             await trio.lowlevel.checkpoint()
         assert answer is not None
-        if answer.action == "accept":
+        if answer.action == ACCEPT:
             await self._mark(PASS, call)
         return Approval(answer.action, answer.by, pause.id)
 
     async def _open(self, call: ToolCall, interaction: Interaction) -> Pause:
         """A new pause, kept durably (with the journal so far) before anyone hears of it, then reported."""
-        window, now = self._book.approval_window, time.time()
+        window, now = self._approvals.approval_window, time.time()
         pause = Pause(
             id=f"exec_{uuid.uuid4()}",
             owner=self.owner,
@@ -575,7 +561,7 @@ class Run:
             self._pause_ids.append(pause.id)
             if self._pause_kept is not None:
                 await self._pause_kept(pause.expires_at)
-        self._book.open(pause)
+        self._approvals.open(pause)
         self._deliver(self._worded(pause))
         self._resolving, self.next = pause, pause.resolution
         return pause
@@ -586,7 +572,7 @@ class Run:
         The wait follows the approval window like a pause: unanswered in time, the execution ends and
         the `execute` call gets a result that says so, and the worker goes back to the pool.
         """
-        window = self._book.approval_window
+        window = self._approvals.approval_window
         action = None
         with self._lease(), self._slot.pausing(None), trio.move_on_after(window):
             action = await ask(interaction)
@@ -599,7 +585,7 @@ class Run:
 
     def _deliver(self, result: JsonObject) -> None:
         if self._resolving is not None:
-            self._book.resolve(self._resolving, result)
+            self._approvals.resolve(self._resolving, result)
         else:
             self.next.set(result)
 
@@ -632,8 +618,4 @@ def unanswered_result(address: str, window: float) -> JsonObject:
         f"{ttl_words(window)} approval window, so the tool did not run. Ask the user, then run execute again "
         "to ask once more."
     )
-    return {
-        "content": [{"type": "text", "text": f"Error: {error}"}],
-        "structuredContent": {"status": "error", "error": error, "reason": "approval_expired"},
-        "isError": True,
-    }
+    return text_result(f"Error: {error}", {"status": "error", "error": error, "reason": "approval_expired"}, error=True)

@@ -8,12 +8,21 @@ where the tools depend on who asks, the one the connection's own discovery liste
 introspected GraphQL endpoint).
 
 Layers, imports pointing down only:
-  mcp_servers.py  the MCP servers surface the HTTP API, core tools and CLI share (add, configure, probe)
-  service.py      the integrations and connections of an org: add, update, remove, discover, resolve (I/O)
-  kinds.py        the interface each kind of integration implements
-  openapi/ graphql/ mcp/   one kind each: source → compiled tools, and a call → its result (sans-I/O cores,
-                  thin adapters over `outbound`; mcp/ also speaks the MCP client protocol)
+  assembly.py     the service built from settings: the one place the kinds are registered
+  commands.py     the admin CLI's integration and connection commands
+  openapi/specs.py, mcp/servers.py   a kind's own surface beside the generic add and configure (preview,
+                  update and detect a spec; show, remove and probe an MCP server)
+  service.py      `Integrations`: one add and one configure path for every kind, patch, remove, invoke
+  connections.py  `Connections`: create, read, change and remove connections; their credential origins
+  views.py        each caller's catalog (`View`, `ToolEntry`), cached per org revision
+  discovery.py    connections' own tool lists: one flight per connection, stale marks, the refresh loop
+  catalogs.py     compiled catalogs by content hash, and the compile at the caller's turn
+  kinds.py        the interface each kind implements (a spec or endpoint in, tools and calls out), `Kinds`
+  openapi/ graphql/ mcp/   one kind each: an add request → a registration, a source → compiled tools, and a
+                  call → its result (sans-I/O cores, thin adapters over `outbound`; mcp/ also speaks the MCP
+                  client protocol)
+  access.py validation.py compiling.py connection_secrets.py   who may change what, request shapes, the
+                  compiler's turns, a connection's credential values
   credentials.py  placements and the authentication failures every kind answers with
-  model.py        records and compiled tool definitions (plain attrs)
   addresses.py    the address grammar and name normalization (pure)
 """

@@ -22,12 +22,23 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.config import Settings, with_data_dir_facts
 from executor_mcp.integrations.addresses import OWNERS
 from executor_mcp.integrations.assembly import open_integrations
-from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.service import Integrations, ToolEntry, check_template
+from executor_mcp.integrations.connections import check_template
+from executor_mcp.integrations.mcp.servers import server_json
+from executor_mcp.integrations.openapi.specs import OpenApiSpecs
+from executor_mcp.integrations.service import Integrations
+from executor_mcp.integrations.views import ToolEntry
 from executor_mcp.integrations.wire import connection_json, integration_json, tool_row
 from executor_mcp.listing import Column, print_fields, print_listing
 from executor_mcp.records.integration_errors import IntegrationError, InvalidInput
-from executor_mcp.records.integrations import MCP, NO_AUTH, TOKEN, ConnectionRecord, IntegrationRecord
+from executor_mcp.records.integrations import (
+    GRAPHQL,
+    MCP,
+    NO_AUTH,
+    OPENAPI,
+    TOKEN,
+    ConnectionRecord,
+    IntegrationRecord,
+)
 from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
@@ -41,7 +52,7 @@ async def data_dir_settings(settings: Settings, given: frozenset[str]) -> Settin
     recorded them, so what the server may call, the command may add, and the other way round."""
     control = await ControlPlane.open(settings.data_dir)
     try:
-        return with_data_dir_facts(settings, given, await control.data_dir_facts())
+        return with_data_dir_facts(settings, given, await control.facts.data_dir_facts())
     finally:
         await control.close()
 
@@ -144,7 +155,7 @@ async def integrations_add_openapi(
         if auth_headers:
             body["authenticationTemplate"] = auth_template(auth_headers)
         async with _service(settings) as integrations:
-            record, count = await integrations.add_openapi(_principal(org_id, None), body)
+            record, count = await integrations.add(_principal(org_id, None), OPENAPI, body)
     except IntegrationError as error:
         return _refused(error)
     print(
@@ -197,7 +208,7 @@ async def integrations_add_graphql(
         if header_auth or query_auth:
             body["authenticationTemplate"] = graphql_auth_template(header_auth, query_auth)
         async with _service(settings) as integrations:
-            record, count = await integrations.add_graphql(_principal(org_id, None), body)
+            record, count = await integrations.add(_principal(org_id, None), GRAPHQL, body)
     except IntegrationError as error:
         return _refused(error)
     tools = f"{count} tools" if sdl or introspection_file else "tools from each connection's introspection"
@@ -248,7 +259,7 @@ async def integrations_add_mcp(settings: Settings, org_id: str, body: JsonObject
         return _fail(problem, 2)
     try:
         async with _service(settings) as integrations:
-            record, _ = await McpServers(integrations).add(_principal(org_id, None), body)
+            record, _ = await integrations.add(_principal(org_id, None), MCP, body)
     except IntegrationError as error:
         return _refused(error)
     print(
@@ -329,7 +340,7 @@ async def integrations_update(settings: Settings, org_id: str, slug: str, url: s
     try:
         body = {"spec": _spec(url, file, settings.integration_max_spec_bytes)} if url or file else {}
         async with _service(settings) as integrations:
-            changed = await integrations.update_openapi_spec(_principal(org_id, None), slug, body)
+            changed = await OpenApiSpecs(integrations).update(_principal(org_id, None), slug, body)
     except IntegrationError as error:
         return _refused(error)
     print(
@@ -400,7 +411,7 @@ async def connections_add(
                 except SecretInputRefused as refused:
                     return _fail(str(refused), 2)
                 body.update({"values": values} if inputs else {"value": values[TOKEN]})
-            record = await integrations.create_connection(principal, body, pasted=True)
+            record = await integrations.connections.create(principal, body, pasted=True)
     except IntegrationError as error:
         return _refused(error)
     if record.sync_error is not None:
@@ -430,7 +441,7 @@ async def connections_list(
     """`--json` rows are the HTTP API's (`GET /api/connections`): where a value is kept, never the value."""
     try:
         async with _service(settings) as integrations:
-            records = await integrations.connections(_principal(org_id, account_id), integration)
+            records = await integrations.connections.visible(_principal(org_id, account_id), integration)
     except IntegrationError as error:
         return _refused(error)
     empty = f"no connections in organization {org_id}"
@@ -456,7 +467,7 @@ async def connections_remove(settings: Settings, org_id: str, account_id: str | 
         return _fail(key, 2)
     try:
         async with _service(settings) as integrations:
-            await integrations.remove_connection(_principal(org_id, account_id), *key)
+            await integrations.connections.remove(_principal(org_id, account_id), *key)
     except IntegrationError as error:
         return _refused(error)
     print(f"removed connection {address}", file=sys.stderr)
@@ -486,7 +497,7 @@ async def connections_refresh(
         return _fail(key, 2)
     try:
         async with _service(settings) as integrations:
-            entries = await integrations.connection_tools(_principal(org_id, account_id), *key)
+            entries = await integrations.connections.tools(_principal(org_id, account_id), *key)
     except IntegrationError as error:
         return _refused(error)
     print_listing(entries, as_json, f"{address} has no tools", _TOOL_COLUMNS, tool_row)

@@ -5,7 +5,7 @@ import urllib.parse
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.openapi.auth import describe_methods
-from executor_mcp.integrations.service import ToolEntry
+from executor_mcp.integrations.views import ToolEntry
 from executor_mcp.records.integrations import (
     BUILT_IN,
     BUILT_IN_DESCRIPTION,

@@ -24,12 +24,13 @@ from pathlib import Path
 import attrs
 import trio
 
-from executor_mcp.execution.runs import Book
+from executor_mcp.execution.runs import PendingApprovals
 from executor_mcp.observability.metrics import Snapshot
 from executor_mcp.sandbox.pool import PoolStats, WorkerPool
 from executor_mcp.sessions.lifecycle import State
 from executor_mcp.sessions.manager import SESSIONS_DIR, SessionManager
-from executor_mcp.storage.control import CONTROL_FILE, ControlPlane
+from executor_mcp.storage.control import CONTROL_FILE
+from executor_mcp.storage.interfaces import SessionDirectory
 
 PROBE_PREFIX = ".write-probe-"
 SIZES_MAX_AGE = 60.0
@@ -115,14 +116,14 @@ class Health:
     def __init__(
         self,
         data_dir: Path,
-        control: ControlPlane,
+        sessions: SessionDirectory,
         manager: SessionManager,
-        book: Book,
+        book: PendingApprovals,
         pool: WorkerPool,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._data_dir = data_dir
-        self._control = control
+        self._sessions = sessions
         self._manager = manager
         self._book = book
         self._pool = pool
@@ -139,7 +140,7 @@ class Health:
         return Readiness({"storage": storage, "sandbox": pool_verdict(self._pool.stats()), "server": server})
 
     async def snapshot(self) -> Snapshot:
-        stored = await self._control.session_count()
+        stored = await self._sessions.session_count()
         bytes_, files = await self._session_sizes()
         stats = self._pool.stats()
         try:

@@ -25,6 +25,7 @@ import httpcore
 import httpx
 import trio
 
+from executor_mcp.config import Settings
 from executor_mcp.outbound import guard
 from executor_mcp.outbound.model import (
     BLOCKED,
@@ -59,15 +60,25 @@ ALWAYS_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class OutboundSettings:
-    allow_local_network: bool = False
-    max_response_bytes: int = 10 * 1024 * 1024
+    """What the client may do: two of `serve`'s options (always given; their defaults live in `Settings`),
+    and the client's own bounds."""
+
+    allow_local_network: bool
+    max_response_bytes: int
     headers_timeout: float = 110.0
     body_timeout: float = 60.0
     stream_max_bytes: int = 1_000_000
     stream_max_seconds: float = 10.0
     max_redirects: int = 10
+
+    @classmethod
+    def of(cls, settings: Settings) -> "OutboundSettings":
+        return cls(
+            allow_local_network=settings.allow_local_network,
+            max_response_bytes=settings.integration_max_response_bytes,
+        )
 
 
 async def system_resolver(host: str, port: int) -> Sequence[str]:
@@ -215,7 +226,7 @@ def _origin_key(url: httpx.URL) -> tuple[str, str, int | None]:
 def _without_query_names(url: httpx.URL, names: frozenset[str]) -> httpx.URL:
     if not names or not url.query:
         return url
-    kept = [(key, value) for key, value in url.params.multi_items() if key.lower() not in names]
+    kept = tuple((key, value) for key, value in url.params.multi_items() if key.lower() not in names)
     return url.copy_with(query=None).copy_merge_params(kept) if kept else url.copy_with(query=None)
 
 
@@ -225,8 +236,8 @@ def _redirect_target(url: httpx.URL, location: str) -> httpx.URL:
     An absolute Location without an authority (`http:127.0.0.1/`) is refused rather than read as a path
     relative to the current URL, as lenient parsers do; so is anything that does not parse."""
     try:
-        target = url.join(location)
-        named = httpx.URL(location)
+        target: httpx.URL | None = url.join(location)
+        named: httpx.URL | None = httpx.URL(location)
     except httpx.InvalidURL:
         target = named = None
     if named is not None and named.scheme not in ("", "http", "https"):
@@ -262,8 +273,8 @@ _TRANSPORT_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.Tim
 class Outbound:
     """The one way integrations reach the network. Use as `async with Outbound(settings) as outbound:`."""
 
-    def __init__(self, settings: OutboundSettings | None = None, *, resolver: Resolver | None = None) -> None:
-        self.settings = settings or OutboundSettings()
+    def __init__(self, settings: OutboundSettings, *, resolver: Resolver | None = None) -> None:
+        self.settings = settings
         self._backend = GuardedBackend(
             allow_local_network=self.settings.allow_local_network, resolver=resolver or system_resolver
         )

@@ -33,7 +33,7 @@ from executor_mcp.policies.model import (
     position_for,
     validate_pattern,
 )
-from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.interfaces import PolicyStore
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.storage.records import PolicyRecord
 
@@ -188,24 +188,24 @@ def describe(record: PolicyRecord) -> dict[str, Any]:
 
 
 class Policies:
-    def __init__(self, control: ControlPlane, clock: Callable[[], float] = time.time) -> None:
-        self._control = control
+    def __init__(self, store: PolicyStore, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
         self._clock = clock
 
     async def list(self, principal: Principal) -> list[PolicyRecord]:
         """The principal's org rules and own user rules, in evaluation order."""
-        visible = await self._control.policies(_org(principal), principal.account_id)
+        visible = await self._store.policies(_org(principal), principal.account_id)
         by_id = {record.id: record for record in visible}
         return [by_id[rule.id] for rule in evaluation_order([to_rule(record) for record in visible])]
 
     async def decide(self, principal: Principal, tool_id: str, requires_approval: bool) -> Decision:
-        rules = [to_rule(record) for record in await self._control.policies(_org(principal), principal.account_id)]
+        rules = [to_rule(record) for record in await self._store.policies(_org(principal), principal.account_id)]
         return decide(rules, tool_id, requires_approval)
 
     async def explain(self, principal: Principal, tool_id: str, requires_approval: bool | None) -> Explanation:
         """What a call of `tool_id` would get now, and why (`requires_approval`: the tool's annotation, None
         for no known tool)."""
-        rules = [to_rule(record) for record in await self._control.policies(_org(principal), principal.account_id)]
+        rules = [to_rule(record) for record in await self._store.policies(_org(principal), principal.account_id)]
         return explain(rules, tool_id, requires_approval)
 
     async def create(
@@ -237,7 +237,7 @@ class Policies:
             )
             return [*renumbered, record], [], record
 
-        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
+        return await self._store.edit_policies(_org(principal), principal.account_id, edit)
 
     async def update(
         self,
@@ -264,7 +264,7 @@ class Policies:
             updated = attrs.evolve(record, **changes)
             return [updated], [], updated
 
-        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
+        return await self._store.edit_policies(_org(principal), principal.account_id, edit)
 
     async def move(self, principal: Principal, policy_id: str, owner: RuleOwner, offset: int) -> PolicyRecord:
         """Move a rule `offset` places among its owner's rules, in the same transaction that reads them, so a
@@ -283,7 +283,7 @@ class Policies:
             ]
             return changed, [], next((r for r in changed if r.id == policy_id), record)
 
-        return await self._control.edit_policies(_org(principal), principal.account_id, edit)
+        return await self._store.edit_policies(_org(principal), principal.account_id, edit)
 
     async def remove(self, principal: Principal, policy_id: str, owner: RuleOwner) -> None:
         may_change(principal, owner)
@@ -291,7 +291,7 @@ class Policies:
         def edit(records: list[PolicyRecord]) -> tuple[list[PolicyRecord], list[PolicyRecord], None]:
             return [], [_find(records, policy_id, owner)], None
 
-        await self._control.edit_policies(_org(principal), principal.account_id, edit)
+        await self._store.edit_policies(_org(principal), principal.account_id, edit)
 
 
 def _org(principal: Principal) -> str:

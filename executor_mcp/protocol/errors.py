@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from executor_mcp.protocol.jsonrpc import RequestId, encode, error_response
+from executor_mcp.protocol.jsonrpc import RequestId, encode_message, error_response
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # A request body must arrive within this many seconds of its headers (4 MiB in 10 s is 3.2 Mbit/s).
@@ -130,7 +130,7 @@ class RpcError(Exception):
 
 
 def envelope_body(refused: Refused) -> dict[str, Any]:
-    return encode(error_response(refused.request_id, int(refused.envelope.code), refused.message))
+    return encode_message(error_response(refused.request_id, int(refused.envelope.code), refused.message))
 
 
 def envelope_headers(refused: Refused) -> dict[str, str]:

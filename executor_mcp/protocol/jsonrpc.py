@@ -69,13 +69,13 @@ class Unencodable(ValueError):
     """A message whose payload is not JSON that can be sent: too deeply nested, or not JSON at all."""
 
 
-def _structure_request_id(value: Any, _: type) -> RequestId:
+def _structure_request_id(value: Any, _: object) -> RequestId:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise TypeError(f"a request id is a string or an integer, not {type(value).__name__}")
     return value
 
 
-def _structure_optional_request_id(value: Any, _: type) -> RequestId | None:
+def _structure_optional_request_id(value: Any, _: object) -> RequestId | None:
     return None if value is None else _structure_request_id(value, RequestId)
 
 
@@ -117,7 +117,7 @@ def parse_body(raw: bytes) -> tuple[list[Message], bool]:
     return [parse_message(decoded)], False
 
 
-def encode(message: Message) -> JsonObject:
+def encode_message(message: Message) -> JsonObject:
     body: JsonObject = {"jsonrpc": JSONRPC_VERSION}
     match message:
         case Request(id=request_id, method=method, params=params):
@@ -145,7 +145,7 @@ def _error_object(error: ErrorObject) -> JsonObject:
 def serialize(message: Message) -> bytes:
     """The message as the bytes of one JSON document, or `Unencodable`."""
     try:
-        return dumps(encode(message))
+        return dumps(encode_message(message))
     except (ValueError, TypeError, RecursionError) as exc:
         raise Unencodable(type(exc).__name__) from None
 

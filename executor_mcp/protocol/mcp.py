@@ -58,12 +58,18 @@ class CallToolParams:
 WIRE_NAMES = {"protocol_version": "protocolVersion", "client_info": "clientInfo", "meta": "_meta"}
 
 
-def _renamed(cls: type[Any], *names: str) -> Any:
-    return make_dict_structure_fn(cls, converter, **{name: override(rename=WIRE_NAMES[name]) for name in names})
-
-
-converter.register_structure_hook(InitializeParams, _renamed(InitializeParams, "protocol_version", "client_info"))
-converter.register_structure_hook(CallToolParams, _renamed(CallToolParams, "meta"))
+converter.register_structure_hook(
+    InitializeParams,
+    make_dict_structure_fn(
+        InitializeParams,
+        converter,
+        protocol_version=override(rename=WIRE_NAMES["protocol_version"]),
+        client_info=override(rename=WIRE_NAMES["client_info"]),
+    ),
+)
+converter.register_structure_hook(
+    CallToolParams, make_dict_structure_fn(CallToolParams, converter, meta=override(rename=WIRE_NAMES["meta"]))
+)
 converter.register_unstructure_hook(
     Tool,
     make_dict_unstructure_fn(

@@ -39,7 +39,7 @@ from executor_mcp.sandbox.processes import (
     worker_command,
     zygote_command,
 )
-from executor_mcp.sandbox.protocol import FrameDecoder, FrameError, encode
+from executor_mcp.sandbox.protocol import FrameDecoder, FrameError, frame
 from executor_mcp.sandbox.sizing import WARM_WINDOW, WarmPoolSizing
 from executor_mcp.sandbox.slots import FairSlots
 
@@ -76,7 +76,7 @@ class Worker:
     async def request(self, message: dict[str, Any], *, answer_within: float) -> dict[str, Any]:
         """Send one request and wait for its reply; past `answer_within` seconds the worker is killed."""
         try:
-            await self.process.stdin.send_all(encode(message))
+            await self.process.stdin.send_all(frame(message))
             with trio.move_on_after(answer_within):
                 while (reply := self._decoder.next()) is None:
                     chunk = await self.process.stdout.receive_some(1 << 16)
@@ -114,8 +114,8 @@ class WorkerPool:
     def __init__(
         self,
         *,
+        max_workers: int,
         spares: int = SPARES,
-        max_workers: int = 64,
         command: list[str] | None = None,
         zygote: list[str] | None = None,
         warm_window: float = WARM_WINDOW,

@@ -45,10 +45,18 @@ def zygote_command() -> list[str]:
 
 
 class WorkerProcess(Protocol):
-    pid: int
-    stdin: trio.abc.SendStream
-    stdout: trio.abc.ReceiveStream
-    stderr: trio.abc.ReceiveStream
+    # Read-only, so that a process may hold streams that do more (a forked one's pipes are `FdStream`s).
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdin(self) -> trio.abc.SendStream: ...
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream: ...
+
+    @property
+    def stderr(self) -> trio.abc.ReceiveStream: ...
 
     @property
     def exited(self) -> bool: ...

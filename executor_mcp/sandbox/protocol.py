@@ -24,7 +24,7 @@ class FrameError(ValueError):
     """The peer sent something that is not a frame of ours."""
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def frame(message: dict[str, Any]) -> bytes:
     text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
     try:
         payload = text.encode()
@@ -42,7 +42,7 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._max = max_frame
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray) -> None:
         self._buffer += data
 
     def next(self) -> dict[str, Any] | None:

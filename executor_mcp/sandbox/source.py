@@ -94,7 +94,7 @@ class Prepared:
             stopped = Point(program_line - self.first_line, column - 1)
         stray = _stray_closer(root)
         if stray is not None and (stopped is None or tuple(stray.start_point) <= tuple(stopped)):
-            return self._at(f"Unexpected token '{stray.text.decode(errors='replace')}'", stray.start_point)
+            return self._at(f"Unexpected token '{_text(stray)}'", stray.start_point)
         if stopped is None or _in_unstripped_type_up_to_the_end(root, stopped):
             return self._at("Unexpected end of input", _end(root))
         token = _token_at(root, stopped)
@@ -137,6 +137,11 @@ def _leaves(root: Node) -> Iterator[Node]:
             yield node
         else:
             stack.extend(reversed(node.children))
+
+
+def _text(node: Node) -> str:
+    """A node's source (a tree parsed from bytes always keeps it; an edited one would not)."""
+    return (node.text or b"").decode(errors="replace")
 
 
 def _stray_closer(root: Node) -> Node | None:
@@ -253,7 +258,7 @@ def _assign_parameter_properties(method: Node, insertions: list[tuple[int, bytes
     if name is None or name.text != b"constructor" or parameters is None or body is None:
         return
     names = [
-        pattern.text.decode()
+        _text(pattern)
         for parameter in parameters.named_children
         if any(child.type in _PARAMETER_PROPERTY_MARKS for child in parameter.children)
         and (pattern := parameter.child_by_field_name("pattern")) is not None
@@ -302,7 +307,7 @@ def _recover(root: Node, buffer: bytearray) -> tuple[str, str]:
     if only.type == "expression_statement" and _is_function(only.named_children[0]):
         return "return await (", ")();"
     if only.type == "function_declaration" and (name := only.child_by_field_name("name")) is not None:
-        return "", f"return await {name.text.decode()}();"
+        return "", f"return await {_text(name)}();"
     if only.type == "export_statement" and any(child.type == "default" for child in only.children):
         value = only.child_by_field_name("value") or only.child_by_field_name("declaration")
         if value is None:

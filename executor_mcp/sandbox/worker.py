@@ -70,7 +70,7 @@ import attrs
 import quickjs
 
 from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES, prelude
-from executor_mcp.sandbox.protocol import MAX_FRAME, FrameDecoder, encode
+from executor_mcp.sandbox.protocol import MAX_FRAME, FrameDecoder, frame
 from executor_mcp.sandbox.source import Prepared, prepare
 
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")
@@ -418,10 +418,10 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
             reply = {"op": "error", "error": f"malformed {op!r} request: {exc}"}
         if reply.get("done") is not None:
             execution = None  # the context goes with it
-        frame = encode(reply)
-        if len(frame) > MAX_FRAME:
-            frame, execution = encode(_too_large(len(frame), reply["cpu"])), None
-        stdout.write(frame)
+        framed = frame(reply)
+        if len(framed) > MAX_FRAME:
+            framed, execution = frame(_too_large(len(framed), reply["cpu"])), None
+        stdout.write(framed)
         stdout.flush()
         if execution is None and spare is None and limits is not None and not reply.get("retire"):
             spare = Realm.ready(limits)  # a retiring worker is about to be killed: no point

@@ -24,7 +24,7 @@ from executor_mcp.config import ENV_NAME, SECRET_ENV_PREFIX, Settings, is_reserv
 from executor_mcp.records.integration_errors import InvalidConnectionInput, ProviderNotRegistered
 from executor_mcp.records.integrations import ConnectionRecord
 from executor_mcp.secrets.cipher import SecretCipher
-from executor_mcp.storage.catalog_store import ORG_OWNER, CatalogStore
+from executor_mcp.storage.interfaces import ORG_OWNER, SecretStore
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class EncryptedProvider:
     key = ENCRYPTED
     writable = True
 
-    def __init__(self, store: CatalogStore, cipher: SecretCipher) -> None:
+    def __init__(self, store: SecretStore, cipher: SecretCipher) -> None:
         self._store = store
         self._cipher = cipher
 
@@ -279,7 +279,7 @@ def _written(connection: ConnectionRecord | None, store: str) -> set[str]:
 
 
 def standard_providers(
-    store: CatalogStore, cipher: SecretCipher, settings: Settings, environ: Mapping[str, str] = os.environ
+    store: SecretStore, cipher: SecretCipher, settings: Settings, environ: Mapping[str, str] = os.environ
 ) -> SecretProviders:
     """`encrypted`, `env` and, with `--secrets-dir`, `file`."""
     providers: list[SecretProvider] = [EncryptedProvider(store, cipher), EnvProvider(environ, settings.secret_env)]

@@ -25,8 +25,8 @@ from executor_mcp.codec import JsonObject, json_mac
 from executor_mcp.logs import outside_request
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
-from executor_mcp.protocol.modern import MODERN_VERSION
-from executor_mcp.sessions.lifecycle import Event, IdlePolicy, State, idle_verdict, listed_state
+from executor_mcp.protocol.stateless import STATELESS_VERSION
+from executor_mcp.sessions.lifecycle import CONTENDED, Drain, Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import EXECUTE_MODE, MODEL_ELICITATION, Owner, SessionMeta, SessionRecord
@@ -59,7 +59,7 @@ def new_session_id() -> str:
 # for the handle it found to settle, so a second look only follows a workspace ending meanwhile.
 WORKSPACE_ATTEMPTS = 4
 # What a workspace's listing shows as its client: its requests come from any client of the principal.
-WORKSPACE_CLIENT: JsonObject = {"name": "MCP 2026-07-28 requests", "version": MODERN_VERSION}
+WORKSPACE_CLIENT: JsonObject = {"name": "MCP 2026-07-28 requests", "version": STATELESS_VERSION}
 
 
 def workspace_id(key: bytes, owner: Owner, resource: str, elicitation_mode: str, mode: str) -> str:
@@ -100,14 +100,17 @@ class SessionManager:
         control: ControlPlane,
         data_dir: Path,
         tools: ToolFactory,
+        *,
+        idle: IdlePolicy,
+        max_sessions_per_user: int,
+        retention: float,
         clock: Callable[[], float] = time.time,
-        idle: IdlePolicy | None = None,
-        max_sessions_per_account: int = 256,
-        retention: float = 30 * 24 * 3600.0,
     ) -> None:
+        """`idle`, `max_sessions_per_user` and `retention` are the `Settings`' (`--session-timeout` and
+        `--paused-session-idle-timeout`, `--max-sessions-per-user`, `--session-retention`)."""
         self._control = control
-        self._idle = idle or IdlePolicy()
-        self._max_sessions = max_sessions_per_account
+        self._idle = idle
+        self._max_sessions = max_sessions_per_user
         self._retention = retention
         self._sessions_dir = data_dir / SESSIONS_DIR
         self._tools = tools
@@ -115,10 +118,10 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         self._nursery: trio.Nursery | None = None
         self._workspace_key = b""  # read from the control plane when the manager runs
-        self.draining = False
+        self._drain = Drain()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self._workspace_key = await self._control.workspace_key()
+        self._workspace_key = await self._control.signing_keys.workspace_key()
         await self._recover()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -171,7 +174,7 @@ class SessionManager:
                     session_id=session_id,
                     owner=owner,
                     resource=resource,
-                    protocol_version=MODERN_VERSION,
+                    protocol_version=STATELESS_VERSION,
                     client_info=dict(WORKSPACE_CLIENT),
                     client_capabilities={},
                     created_at=self._clock(),
@@ -179,7 +182,7 @@ class SessionManager:
                     mode=mode,
                 )
                 return await self._open_new(meta, b"", workspace=True)
-        raise Refused(Refusal.RESTARTING)  # its handle kept changing hands: the client retries
+        raise Refused(CONTENDED)  # its handle kept changing hands: the client retries
 
     async def _existing_workspace(self, session_id: str, owner: Owner, resource: str) -> Session | None:
         try:
@@ -202,7 +205,7 @@ class SessionManager:
             try:
                 file = await SessionFile.create(self._path(session_id), meta, first_request)
                 try:
-                    await self._control.put_session(record)
+                    await self._control.sessions.put_session(record)
                 except BaseException:
                     await file.close()
                     await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
@@ -239,7 +242,7 @@ class SessionManager:
         try:
             if session.lifecycle.wipes_on_exit:
                 with trio.CancelScope(shield=True):
-                    await self._control.update_session(session.id, condemned=True)
+                    await self._control.sessions.update_session(session.id, condemned=True)
         finally:
             session.scope.cancel()
 
@@ -262,7 +265,7 @@ class SessionManager:
         """`owner`'s stored sessions (an account within one org), most recently active first, at most the
         per-account cap of them. The meta comes from a live runtime, or else from the session's file, read
         one at a time (`_stored_meta`)."""
-        records = sorted(await self._control.owner_sessions(owner), key=self._activity, reverse=True)
+        records = sorted(await self._control.sessions.owner_sessions(owner), key=self._activity, reverse=True)
         listed = []
         for record in records[: self._max_sessions]:
             handle = self._sessions.get(record.session_id)
@@ -281,7 +284,7 @@ class SessionManager:
         self._refuse_if_draining()
         if not is_session_id(session_id):
             return False
-        record = await self._control.get_session(session_id)
+        record = await self._control.sessions.get_session(session_id)
         if record is None or record.owner != owner:
             return False
         await self.evict(session_id, owned_by=owner)
@@ -289,7 +292,7 @@ class SessionManager:
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new work, give work in flight `grace` seconds, then end every runtime as restarting."""
-        self.draining = True
+        self._drain.fire(Event.SHUTDOWN)
         with trio.move_on_after(grace):
             for session in list(self._sessions.values()):
                 await session.drained()
@@ -300,16 +303,21 @@ class SessionManager:
             for session in ending:
                 await session.stopped.wait()
 
+    @property
+    def draining(self) -> bool:
+        """A shutdown has begun: new work is refused (the readiness check says so)."""
+        return self._drain.draining
+
     def state_counts(self) -> Counter[State]:
-        """How many session handles this process holds in each lifecycle state, for the metrics (a listing's
-        peek at a stored session is not one)."""
-        return Counter(session.state for session in self._sessions.values() if not session.peeking)
+        """How many session handles this process holds in each lifecycle state, for the metrics."""
+        return Counter(session.state for session in self._sessions.values())
 
     # -- internals ----------------------------------------------------------------------------------
 
     def _refuse_if_draining(self) -> None:
-        if self.draining:
-            raise Refused(Refusal.RESTARTING)
+        refusal = self._drain.refusal
+        if refusal is not None:
+            raise Refused(refusal)
 
     async def _live(self, session_id: str) -> Session:
         while True:
@@ -317,32 +325,28 @@ class SessionManager:
             session = self._sessions.get(session_id)
             if session is None:
                 session = self._sessions[session_id] = Session(session_id)
-            if not session.disposing:
+            if not session.lifecycle.waits_for_stop:
                 break
             await session.stopped.wait()  # restore only once the disposal closed the file
-        if self._serving(session):
-            return session
-        if session.lifecycle.needs_restore:
-            session.lifecycle.fire(Event.RESTORE)
-            self._spawn(session)
-        await session.settled.wait()
-        if self._serving(session):
-            return session
-        # The restore we waited on failed (it is logged). Don't spin: the next request retries.
-        raise Refused(Refusal.INTERNAL)
-
-    @staticmethod
-    def _serving(session: Session) -> bool:
-        """Whether the session serves requests now; raises the refusal its state prescribes instead."""
-        refusal = session.lifecycle.refusal
+        lifecycle = session.lifecycle
+        refusal = lifecycle.refusal
         if refusal is not None:
             raise Refused(refusal)
-        return session.lifecycle.serving
+        if lifecycle.needs_restore:
+            lifecycle.fire(Event.RESTORE)
+            self._spawn(session)
+        if not lifecycle.serving:
+            await session.settled.wait()
+        # Served, or refused as the state now says: a restore we waited on that failed (it is logged) is an
+        # internal error, and the next request retries.
+        refusal = lifecycle.service_refusal
+        if refusal is not None:
+            raise Refused(refusal)
+        return session
 
     def _spawn(self, session: Session, opened: Opened | None = None) -> None:
         if self._nursery is None:
             raise RuntimeError("the session manager is not running")
-        session.spawned = True
         # The runtime outlives the request that starts it: its own log lines are not that request's.
         start = functools.partial(self._nursery.start_soon, name=f"session {session.id[:12]}")
         outside_request(start, self._run, session, opened)
@@ -379,7 +383,7 @@ class SessionManager:
 
     async def _restore(self, session: Session) -> Opened | None:
         """Open a stored session, checking the condemned marker before anything else."""
-        record = await self._control.get_session(session.id)
+        record = await self._control.sessions.get_session(session.id)
         if record is None:
             session.lifecycle.fire(Event.VANISHED)
             return None
@@ -442,20 +446,21 @@ class SessionManager:
     async def _stored_meta(self, session_id: str) -> SessionMeta | None:
         """A stored session's meta, read from its file without restoring it; None if it cannot be now.
 
-        The handle placed meanwhile is `peeking`, which a restore waits for like a disposal, and the read is
+        The handle placed meanwhile is CLOSING, which a restore waits for like a disposal, and the read is
         shielded so that a cancelled listing still closes the file: this process never has a session's file
         open twice, which LMDB forbids."""
-        if self.draining or session_id in self._sessions:
+        if self._drain.draining or session_id in self._sessions:
             return None
         peek = self._sessions[session_id] = Session(session_id)
-        peek.peeking = True
+        peek.lifecycle.fire(Event.PEEK)
         try:
             with trio.CancelScope(shield=True):
                 file = await SessionFile.open(self._path(session_id))
                 try:
-                    return await file.meta()
+                    meta = await file.meta()
                 finally:
                     await file.close()
+            return meta
         except MissingSessionFile:
             return None
         except Exception:  # a damaged file hides its client; it must not hide the owner's other sessions
@@ -468,22 +473,22 @@ class SessionManager:
 
     async def _wipe(self, session_id: str) -> None:
         await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
-        await self._control.delete_session(session_id)
+        await self._control.sessions.delete_session(session_id)
 
     async def _recover(self) -> None:
         """Finish what a crash interrupted, before serving: wipes after the condemned marker, files that
         never got their directory entry, entries whose file is gone, and files half built."""
-        for record in await self._control.sessions():
+        for record in await self._control.sessions.sessions():
             if record.condemned:
                 await self._wipe(record.session_id)
-        listed = await self._control.session_ids()
+        listed = await self._control.sessions.session_ids()
         stored, leftovers = await trio.to_thread.run_sync(SessionFile.scan, self._sessions_dir, is_session_id)
         for session_id in sorted(stored - listed):
             log.warning("session file %s has no directory entry; removing it", session_id)
             await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
         for session_id in sorted(listed - stored):
             log.warning("session %s is in the directory but has no file; removing it", session_id)
-            await self._control.delete_session(session_id)
+            await self._control.sessions.delete_session(session_id)
         for path in leftovers:
             log.info("removing %s, left over from an interrupted write", path.name)
             await trio.to_thread.run_sync(functools.partial(path.unlink, missing_ok=True))
@@ -495,11 +500,11 @@ class SessionManager:
     async def _make_room(self, owner: Owner) -> None:
         """Opening one more session than the cap allows evicts the owner's least recently active. Workspaces
         are not counted, nor evicted: there are a few per principal at most, and they hold its 2026 pauses."""
-        if await self._control.owner_session_count(owner) < self._max_sessions:
+        if await self._control.sessions.owner_session_count(owner) < self._max_sessions:
             return
         mine = [
             record
-            for record in await self._control.owner_sessions(owner)
+            for record in await self._control.sessions.owner_sessions(owner)
             if not record.condemned and not record.workspace
         ]
         excess = len(mine) + 1 - self._max_sessions
@@ -514,22 +519,22 @@ class SessionManager:
 
     async def _serve_admin_requests(self) -> None:
         """Admin commands from another process: `sessions terminate` and `orgs revoke` take effect here."""
-        for session_id in await self._control.take_termination_requests():
+        for session_id in await self._control.sessions.take_termination_requests():
             log.info("session %s terminated by an admin command", session_id)
             await once(f"terminating session {session_id[:12]}", functools.partial(self.evict, session_id))
-        for org_id in await self._control.take_revocation_requests():
+        for org_id in await self._control.orgs.take_revocation_requests():
             # Taken requests are gone: each is handled on its own, so one failure loses no other.
             await once(f"ending revoked organization {org_id}", functools.partial(self._end_org, org_id))
 
     async def _end_org(self, org_id: str) -> None:
         """A revoked organization's live sessions are condemned, which cancels their executions. Stored
         sessions of the org are condemned when a request names them (it gets 403 first)."""
-        org = await self._control.get_org(org_id)
+        org = await self._control.orgs.get_org(org_id)
         if org is None or not org.revoked:  # restored since the request was left
             return
         for session in list(self._sessions.values()):
             record = session.record
-            if record is not None and record.owner.org_id == org_id and session.lifecycle.serving:
+            if record is not None and record.owner.org_id == org_id and session.lifecycle.changes_on(Event.CONDEMN):
                 log.info("session %s condemned: organization %s was revoked", session.id, org_id)
                 await once(f"condemning session {session.id[:12]}", functools.partial(self.terminate, session))
 
@@ -540,7 +545,7 @@ class SessionManager:
     async def _sweep(self) -> None:
         """Wipe stored sessions idle past the retention period."""
         now = self._clock()
-        for record in await self._control.sessions():
+        for record in await self._control.sessions.sessions():
             if not record.condemned and now - self._activity(record) > self._retention:
                 log.info("session %s idle past retention: wiping it", record.session_id)
                 await once(f"wiping session {record.session_id[:12]}", functools.partial(self.evict, record.session_id))
@@ -577,7 +582,7 @@ class SessionManager:
             await self._mark_paused(session, until)
 
     async def _mark_paused(self, session: Session, until: float) -> None:
-        session.record = await self._control.update_session(session.id, paused_until=until) or session.record
+        session.record = await self._control.paused.mark_paused(session.id, until) or session.record
 
     async def _revive(self, session: Session, server: ToolServer) -> None:
         """Bring back the pauses the session's file keeps; its directory entry then says until when the latest
@@ -590,11 +595,8 @@ class SessionManager:
         """Bring up, before serving, every stored session that keeps a pause, so that its pauses are live
         (listed, answerable, expiring) as they were before the restart, and those whose window closed while
         the server was down are remembered as expired."""
-        for record in await self._control.sessions():
-            if not record.condemned and record.paused_until:
-                await once(
-                    f"session {record.session_id[:12]}: reviving", functools.partial(self._live, record.session_id)
-                )
+        for record in await self._control.paused.paused_sessions():
+            await once(f"session {record.session_id[:12]}: reviving", functools.partial(self._live, record.session_id))
 
     def _note_activity(self, session: Session) -> None:
         now = self._clock()
@@ -609,7 +611,7 @@ class SessionManager:
 
         async def persist() -> None:
             await file.touch(at)
-            await self._control.update_session(session.id, last_activity_at=at)
+            await self._control.sessions.update_session(session.id, last_activity_at=at)
 
         if not await once(f"session {session.id[:12]}: persisting activity", persist):
             session.persisted_activity = min(session.persisted_activity, at - ACTIVITY_PERSIST_INTERVAL)

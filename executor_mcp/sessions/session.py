@@ -47,9 +47,6 @@ class Session:
         self.last_activity = 0.0
         self.persisted_activity = 0.0
         self.paused = 0  # executions of this session waiting for approval (a lease on the runtime)
-        self.spawned = False
-        # Its file is open only for its meta to be read (a listing): a restore waits, as for a disposal.
-        self.peeking = False
         # Resumable (tools/call) streams whose answers have not been delivered yet, by stream id.
         self.streams: dict[str, Stream] = {}
         self._kept: set[str] = set()  # undelivered streams written (or being written) to the session file
@@ -64,12 +61,6 @@ class Session:
     def state(self) -> State:
         return self.lifecycle.state
 
-    @property
-    def disposing(self) -> bool:
-        """Its runtime ran and is being wound down (the file closing), or its file is open for a listing to
-        read: a restore must wait for that, so one process never has a session's file open twice."""
-        return (self.spawned or self.peeking) and self.lifecycle.needs_restore
-
     def end(self, event: LifecycleEvent) -> None:
         """Tell the lifecycle why the runtime ends (idle, condemnation, shutdown) and cancel it."""
         self.lifecycle.fire(event)
@@ -77,8 +68,9 @@ class Session:
 
     def start_call(self, request: Request, stream: Stream, serve: Serve = ToolServer.handle) -> Call:
         """Serve `request` in the runtime's nursery, answering on `stream`; `serve` is how its era is served."""
-        if not self.lifecycle.serving or self.runtime is None:
-            raise Refused(self.lifecycle.refusal or Refusal.INTERNAL)
+        refusal = self.lifecycle.service_refusal
+        if refusal is not None or self.runtime is None:
+            raise Refused(refusal or Refusal.INTERNAL)
         call = Call(request=request, stream=stream)
         self.calls.add(call)
         self.runtime.nursery.start_soon(self._work, call, self.runtime.server, serve)

@@ -1,1 +1,2 @@
-"""LMDB storage: the trio adapter for one environment, per-session files and the control plane."""
+"""Storage: the control plane's store interfaces (`interfaces`) and their holder (`control`), the LMDB backend
+(`lmdb/`), the trio adapter for one LMDB environment, and per-session files."""

@@ -12,12 +12,19 @@ commit before the environment closes.
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import lmdb
 import trio
 
 T = TypeVar("T")
+# Transactions are begun without `buffers`, so every key and value they give is `bytes` (the stubs' generic
+# parameter; the runtime class is not subscriptable).
+if TYPE_CHECKING:
+    Txn: TypeAlias = lmdb.Transaction[bytes]
+else:
+    Txn = lmdb.Transaction
+Database: TypeAlias = lmdb._Database
 
 INITIAL_MAP_SIZE = 1 << 20
 MAX_MAP_SIZE = 1 << 34
@@ -56,7 +63,7 @@ class Environment:
         return cls(await trio.to_thread.run_sync(_open), path, max_map_size)
 
     @classmethod
-    async def create_whole(cls, path: Path, work: Callable[[lmdb.Transaction], object]) -> "Environment":
+    async def create_whole(cls, path: Path, work: Callable[[Txn], object]) -> "Environment":
         """A new environment at `path` that appears there only complete: built under a temporary name
         with `work` as its first transaction, then renamed, and kept open (one thread call in all). A crash
         leaves no file or a whole one (and perhaps a `.partial` leftover for start-up recovery).
@@ -81,33 +88,33 @@ class Environment:
 
         return cls(await trio.to_thread.run_sync(_build), path, MAX_MAP_SIZE)
 
-    def database(self, name: bytes, txn: lmdb.Transaction | None = None) -> lmdb._Database:
+    def database(self, name: bytes, txn: Txn | None = None) -> Database:
         """Open (creating) a named database: at start-up before transactions run, or inside a write
         transaction (`txn`) that is about to drop it."""
         return self._env.open_db(name, txn=txn)
 
-    async def read(self, work: Callable[[lmdb.Transaction], T]) -> T:
+    async def read(self, work: Callable[[Txn], T]) -> T:
         return await self._run(work, write=False)
 
-    async def read_now(self, work: Callable[[lmdb.Transaction], T]) -> T:
+    async def read_now(self, work: Callable[[Txn], T]) -> T:
         """A point read of a few bytes, in this thread: a key or two of a page in memory costs microseconds,
         a trip to a worker thread and back a fraction of a millisecond on every request that asks. Under the
         lock all the same, so it never overlaps a map resize."""
         async with self._lock:
             return self._transact(work, False)
 
-    async def write(self, work: Callable[[lmdb.Transaction], T]) -> T:
+    async def write(self, work: Callable[[Txn], T]) -> T:
         return await self._run(work, write=True)
 
     async def close(self) -> None:
         async with self._lock:
             await trio.to_thread.run_sync(self._env.close)
 
-    async def _run(self, work: Callable[[lmdb.Transaction], T], *, write: bool) -> T:
+    async def _run(self, work: Callable[[Txn], T], *, write: bool) -> T:
         async with self._lock:
             return await trio.to_thread.run_sync(self._transact, work, write)
 
-    def _transact(self, work: Callable[[lmdb.Transaction], T], write: bool) -> T:
+    def _transact(self, work: Callable[[Txn], T], write: bool) -> T:
         while True:
             try:
                 with self._env.begin(write=write) as txn:

@@ -17,20 +17,13 @@ import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import parse_tool_address
-from executor_mcp.integrations.service import EMPTY_VIEW, Integrations, ToolEntry, View
-from executor_mcp.policies.model import Action
+from executor_mcp.integrations.service import Integrations
+from executor_mcp.integrations.views import EMPTY_VIEW, ToolEntry, View
 from executor_mcp.records.integration_errors import ArgumentsRefused, IntegrationError
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
-from executor_mcp.tools.context import (
-    TOOL_DEFAULT,
-    AskedBy,
-    CallContext,
-    Interaction,
-    approval_message,
-    approval_question,
-    refuse_unless_accepted,
-)
+from executor_mcp.tools.approval import pass_policy
+from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
 from executor_mcp.tools.typescript import describe_types
 from executor_mcp.turns import Turns
@@ -189,19 +182,9 @@ class Catalog:
     ) -> JsonObject | None:
         """None once the call may run (approved, or asked and accepted); a `tool_blocked` value otherwise.
         A declined approval throws in the sandbox (`ToolThrow`, from the gate)."""
-        decision = await context.policies.decide(context.principal, tool_id, requires_approval)
-        rule = decision.rule
-        asked_by = TOOL_DEFAULT if rule is None else AskedBy(rule.id, rule.owner.value, rule.pattern)
-        context.note.decision, context.note.rule = decision.action.value, asked_by
-        if decision.action is Action.BLOCK:
-            return _failure("tool_blocked", f"Tool blocked by policy: {tool_id}")
-        if decision.action is Action.REQUIRE_APPROVAL:
-            message = approval_message(tool_id, args, asked_by.pattern, description)
-            question = approval_question(tool_id, asked_by.pattern, description)
-            interaction = Interaction(tool_id, message, args, asked_by=asked_by, question=question)
-            context.note.approval = await context.gate(interaction)
-            refuse_unless_accepted(interaction, context.note.approval.action)
-        return None
+        if await pass_policy(context, tool_id, requires_approval, description, args):
+            return None
+        return _failure("tool_blocked", f"Tool blocked by policy: {tool_id}")
 
     async def approval_annotation(self, tool_id: str, principal: Principal) -> bool | None:
         """Whether the tool `tool_id` names for this caller asks for approval by default (the annotation a

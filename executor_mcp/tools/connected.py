@@ -13,15 +13,19 @@ asked, so a doomed call costs no human.
 import logging
 from typing import Any
 
+import attrs
+
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import OWNERS
+from executor_mcp.integrations.connections import check_connection_request
 from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import INSTRUCTIONS, Handoffs, connect_url, handoff_id, handoff_terms
-from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.service import Integrations, check_connection_request
+from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.openapi.specs import OpenApiSpecs
+from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.wire import connection_json, tool_row
 from executor_mcp.records.integration_errors import InvalidConnectionInput, InvalidInput
-from executor_mcp.records.integrations import MCP
+from executor_mcp.records.integrations import GRAPHQL, MCP, OPENAPI
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools.catalog import StaticTool
 from executor_mcp.tools.context import CallContext
@@ -117,219 +121,233 @@ async def create_handoff(
     return {"url": connect_url(handoffs.base_url(), token, terms), "instructions": INSTRUCTIONS}
 
 
-def connected_tools(integrations: Integrations, handoffs: Handoffs) -> tuple[StaticTool, ...]:
-    async def preview_spec(args: Any, context: CallContext) -> JsonObject:
-        return await integrations.preview_openapi(context.principal, args)
+@attrs.frozen
+class ConnectedTools:
+    """The catalog's own tools over `integrations`: each handler a method, to be checked piece by piece, and
+    `tools()` the static tools that hold them (GraphQL's and, where MCP servers are enabled, MCP's among them)."""
 
-    async def add_spec(args: Any, context: CallContext) -> JsonObject:
-        record, count = await integrations.add_openapi(context.principal, args)
+    integrations: Integrations
+    handoffs: Handoffs
+
+    async def preview_spec(self, args: Any, context: CallContext) -> JsonObject:
+        return await OpenApiSpecs(self.integrations).preview(context.principal, args)
+
+    async def add_spec(self, args: Any, context: CallContext) -> JsonObject:
+        record, count = await self.integrations.add(context.principal, OPENAPI, args)
         return {"slug": record.slug, "toolCount": count}
 
-    def check_add(args: Any, context: CallContext) -> None:
-        integrations.check_may_add(context.principal, _values(args))
+    def check_add(self, args: Any, context: CallContext) -> None:
+        self.integrations.check_may_add(context.principal, OPENAPI, _values(args))
 
-    async def list_connections(args: Any, context: CallContext) -> JsonObject:
+    async def list_connections(self, args: Any, context: CallContext) -> JsonObject:
         values = _values(args)
-        records = await integrations.connections(context.principal, values.get("integration"), values.get("owner"))
+        records = await self.integrations.connections.visible(
+            context.principal, values.get("integration"), values.get("owner")
+        )
         return {"connections": [connection_json(record, full=False) for record in records]}
 
-    async def create_connection(args: Any, context: CallContext) -> JsonObject:
-        record = await integrations.create_connection(context.principal, args, pasted=False)
+    async def create_connection(self, args: Any, context: CallContext) -> JsonObject:
+        record = await self.integrations.connections.create(context.principal, args, pasted=False)
         return connection_json(record, full=False)
 
-    def check_create(args: Any, context: CallContext) -> None:
+    def check_create(self, args: Any, context: CallContext) -> None:
         check_connection_request(context.principal, _values(args), pasted=False)
 
-    async def remove_connection(args: Any, context: CallContext) -> JsonObject:
-        await integrations.remove_connection(context.principal, *_key(args))
+    async def remove_connection(self, args: Any, context: CallContext) -> JsonObject:
+        await self.integrations.connections.remove(context.principal, *_key(args))
         return {"removed": True}
 
-    async def refresh_connection(args: Any, context: CallContext) -> JsonObject:
-        entries = await integrations.connection_tools(context.principal, *_key(args))
+    async def refresh_connection(self, args: Any, context: CallContext) -> JsonObject:
+        entries = await self.integrations.connections.tools(context.principal, *_key(args))
         return {"tools": [tool_row(entry) for entry in entries]}
 
-    def check_key(args: Any, context: CallContext) -> None:
+    def check_key(self, args: Any, context: CallContext) -> None:
         _key(args)
 
-    async def handoff(args: Any, context: CallContext) -> JsonObject:
-        return await create_handoff(integrations, handoffs, context.principal, _values(args))
+    async def handoff(self, args: Any, context: CallContext) -> JsonObject:
+        return await create_handoff(self.integrations, self.handoffs, context.principal, _values(args))
 
-    async def detect(args: Any, context: CallContext) -> JsonObject:
-        return {"results": await integrations.detect(context.principal, _values(args).get("url"))}
+    async def detect(self, args: Any, context: CallContext) -> JsonObject:
+        return {"results": await OpenApiSpecs(self.integrations).detect(context.principal, _values(args).get("url"))}
 
-    return (
-        StaticTool(
-            id="executor.openapi.previewSpec",
-            integration="executor",
-            name="openapi.previewSpec",
-            description=(
-                "Preview an OpenAPI document before adding it: its title, servers, operation count and auth "
-                "methods. Preview first, then add it with executor.openapi.addSpec. Never ask the user to paste "
-                "API keys or tokens into the chat: connections are created by the user outside it."
+    def tools(self) -> tuple[StaticTool, ...]:
+        return (
+            StaticTool(
+                id="executor.openapi.previewSpec",
+                integration="executor",
+                name="openapi.previewSpec",
+                description=(
+                    "Preview an OpenAPI document before adding it: its title, servers, operation count and auth "
+                    "methods. Preview first, then add it with executor.openapi.addSpec. Never ask the user to paste "
+                    "API keys or tokens into the chat: connections are created by the user outside it."
+                ),
+                input_schema={"type": "object", "properties": {"spec": _SPEC}, "required": ["spec"]},
+                output_schema={"type": "object"},
+                handler=self.preview_spec,
             ),
-            input_schema={"type": "object", "properties": {"spec": _SPEC}, "required": ["spec"]},
-            output_schema={"type": "object"},
-            handler=preview_spec,
-        ),
-        StaticTool(
-            id="executor.openapi.addSpec",
-            integration="executor",
-            name="openapi.addSpec",
-            description="Add an OpenAPI integration to this organization's catalog from a URL or the document.",
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "spec": _SPEC,
-                    "slug": {"type": "string"},
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "baseUrl": {"type": "string"},
-                    "headers": {"type": "object"},
-                    "queryParams": {"type": "object"},
-                    "authenticationTemplate": {"type": "array"},
+            StaticTool(
+                id="executor.openapi.addSpec",
+                integration="executor",
+                name="openapi.addSpec",
+                description="Add an OpenAPI integration to this organization's catalog from a URL or the document.",
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "spec": _SPEC,
+                        "slug": {"type": "string"},
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "baseUrl": {"type": "string"},
+                        "headers": {"type": "object"},
+                        "queryParams": {"type": "object"},
+                        "authenticationTemplate": {"type": "array"},
+                    },
+                    "required": ["spec"],
                 },
-                "required": ["spec"],
-            },
-            output_schema={
-                "type": "object",
-                "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
-                "required": ["slug", "toolCount"],
-            },
-            handler=add_spec,
-            requires_approval=True,
-            approval_description="Add an OpenAPI integration",
-            validate=check_add,
-        ),
-        StaticTool(
-            id="executor.coreTools.connections.list",
-            integration="executor",
-            name="connections.list",
-            description="List the connections you can use: the organization's and your own.",
-            input_schema={
-                "type": "object",
-                "properties": {"integration": {"type": "string"}, "owner": _OWNER, "verbose": {"type": "boolean"}},
-            },
-            output_schema={
-                "type": "object",
-                "properties": {"connections": {"type": "array", "items": _CONNECTION}},
-                "required": ["connections"],
-            },
-            handler=list_connections,
-        ),
-        StaticTool(
-            id="executor.coreTools.connections.create",
-            integration="executor",
-            name="connections.create",
-            description=(
-                "Create a connection from a credential the user already stored in a provider "
-                '(`from: {provider, id}` or `inputs: {var: {from}}`), or a no-auth one (`template: "none"`). '
-                "It never takes a secret value."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "owner": _OWNER,
-                    "name": {"type": "string"},
-                    "integration": {"type": "string"},
-                    "template": {"type": "string"},
-                    "identityLabel": {"type": "string"},
-                    "description": {"type": "string"},
-                    "from": _REFERENCE,
-                    "inputs": {"type": "object", "additionalProperties": {"type": "object"}},
+                output_schema={
+                    "type": "object",
+                    "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
+                    "required": ["slug", "toolCount"],
                 },
-                "required": ["owner", "name", "integration", "template"],
-            },
-            output_schema=_CONNECTION,
-            handler=create_connection,
-            requires_approval=True,
-            validate=check_create,
-        ),
-        StaticTool(
-            id="executor.coreTools.connections.createHandoff",
-            integration="executor",
-            name="connections.createHandoff",
-            description=(
-                "Get a one-time link where the user pastes an API key or token for an integration, so the secret "
-                "never passes through the chat. Give the user the URL, then call connections.list to find the "
-                "connection they created. owner defaults to user; template to the integration's only auth template."
+                handler=self.add_spec,
+                requires_approval=True,
+                approval_description="Add an OpenAPI integration",
+                validate=self.check_add,
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "integration": {"type": "string"},
-                    "owner": _OWNER,
-                    "template": {"type": "string"},
-                    "label": {"type": "string"},
+            StaticTool(
+                id="executor.coreTools.connections.list",
+                integration="executor",
+                name="connections.list",
+                description="List the connections you can use: the organization's and your own.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"integration": {"type": "string"}, "owner": _OWNER, "verbose": {"type": "boolean"}},
                 },
-                "required": ["integration"],
-            },
-            output_schema={
-                "type": "object",
-                "properties": {"url": {"type": "string"}, "instructions": {"type": "string"}},
-                "required": ["url", "instructions"],
-            },
-            handler=handoff,
-        ),
-        StaticTool(
-            id="executor.coreTools.integrations.detect",
-            integration="executor",
-            name="integrations.detect",
-            description=(
-                "Detect what kind of integration a URL serves: an OpenAPI document gives one result with a "
-                "suggested name and slug for executor.openapi.addSpec; anything else (or an unreachable URL) none."
+                output_schema={
+                    "type": "object",
+                    "properties": {"connections": {"type": "array", "items": _CONNECTION}},
+                    "required": ["connections"],
+                },
+                handler=self.list_connections,
             ),
-            input_schema={
-                "type": "object",
-                "properties": {"url": {"type": "string", "maxLength": 2048}},
-                "required": ["url"],
-            },
-            output_schema={
-                "type": "object",
-                "properties": {
-                    "results": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "kind": {"type": "string"},
-                                "confidence": {"type": "string", "enum": ["high", "medium", "low"]},
-                                "endpoint": {"type": "string"},
-                                "name": {"type": "string"},
-                                "slug": {"type": "string"},
+            StaticTool(
+                id="executor.coreTools.connections.create",
+                integration="executor",
+                name="connections.create",
+                description=(
+                    "Create a connection from a credential the user already stored in a provider "
+                    '(`from: {provider, id}` or `inputs: {var: {from}}`), or a no-auth one (`template: "none"`). '
+                    "It never takes a secret value."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "owner": _OWNER,
+                        "name": {"type": "string"},
+                        "integration": {"type": "string"},
+                        "template": {"type": "string"},
+                        "identityLabel": {"type": "string"},
+                        "description": {"type": "string"},
+                        "from": _REFERENCE,
+                        "inputs": {"type": "object", "additionalProperties": {"type": "object"}},
+                    },
+                    "required": ["owner", "name", "integration", "template"],
+                },
+                output_schema=_CONNECTION,
+                handler=self.create_connection,
+                requires_approval=True,
+                validate=self.check_create,
+            ),
+            StaticTool(
+                id="executor.coreTools.connections.createHandoff",
+                integration="executor",
+                name="connections.createHandoff",
+                description=(
+                    "Get a one-time link where the user pastes an API key or token for an integration, so the secret "
+                    "never passes through the chat. Give the user the URL, then call connections.list to find the "
+                    "connection they created. owner defaults to user; template to the integration's only auth template."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "integration": {"type": "string"},
+                        "owner": _OWNER,
+                        "template": {"type": "string"},
+                        "label": {"type": "string"},
+                    },
+                    "required": ["integration"],
+                },
+                output_schema={
+                    "type": "object",
+                    "properties": {"url": {"type": "string"}, "instructions": {"type": "string"}},
+                    "required": ["url", "instructions"],
+                },
+                handler=self.handoff,
+            ),
+            StaticTool(
+                id="executor.coreTools.integrations.detect",
+                integration="executor",
+                name="integrations.detect",
+                description=(
+                    "Detect what kind of integration a URL serves: an OpenAPI document gives one result with a "
+                    "suggested name and slug for executor.openapi.addSpec; anything else (or an unreachable URL) none."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {"url": {"type": "string", "maxLength": 2048}},
+                    "required": ["url"],
+                },
+                output_schema={
+                    "type": "object",
+                    "properties": {
+                        "results": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "kind": {"type": "string"},
+                                    "confidence": {"type": "string", "enum": ["high", "medium", "low"]},
+                                    "endpoint": {"type": "string"},
+                                    "name": {"type": "string"},
+                                    "slug": {"type": "string"},
+                                },
+                                "required": ["kind", "confidence", "endpoint", "name", "slug"],
                             },
-                            "required": ["kind", "confidence", "endpoint", "name", "slug"],
-                        },
-                    }
+                        }
+                    },
+                    "required": ["results"],
                 },
-                "required": ["results"],
-            },
-            handler=detect,
-        ),
-        StaticTool(
-            id="executor.coreTools.connections.remove",
-            integration="executor",
-            name="connections.remove",
-            description="Remove a connection; its tools go with it.",
-            input_schema={"type": "object", "properties": _CONNECTION_KEY, "required": list(_CONNECTION_KEY)},
-            output_schema={"type": "object", "properties": {"removed": {"type": "boolean"}}, "required": ["removed"]},
-            handler=remove_connection,
-            requires_approval=True,
-            validate=check_key,
-        ),
-        StaticTool(
-            id="executor.coreTools.connections.refresh",
-            integration="executor",
-            name="connections.refresh",
-            description="Refresh a connection's tools from its integration, and list them.",
-            input_schema={"type": "object", "properties": _CONNECTION_KEY, "required": list(_CONNECTION_KEY)},
-            output_schema={"type": "object", "properties": {"tools": {"type": "array", "items": _TOOL_ROW}}},
-            handler=refresh_connection,
-            requires_approval=True,
-            validate=check_key,
-        ),
-        *graphql_tools(integrations),
-        *(mcp_tools(integrations) if integrations.kind_named(MCP) is not None else ()),
-    )
+                handler=self.detect,
+            ),
+            StaticTool(
+                id="executor.coreTools.connections.remove",
+                integration="executor",
+                name="connections.remove",
+                description="Remove a connection; its tools go with it.",
+                input_schema={"type": "object", "properties": _CONNECTION_KEY, "required": list(_CONNECTION_KEY)},
+                output_schema={
+                    "type": "object",
+                    "properties": {"removed": {"type": "boolean"}},
+                    "required": ["removed"],
+                },
+                handler=self.remove_connection,
+                requires_approval=True,
+                validate=self.check_key,
+            ),
+            StaticTool(
+                id="executor.coreTools.connections.refresh",
+                integration="executor",
+                name="connections.refresh",
+                description="Refresh a connection's tools from its integration, and list them.",
+                input_schema={"type": "object", "properties": _CONNECTION_KEY, "required": list(_CONNECTION_KEY)},
+                output_schema={"type": "object", "properties": {"tools": {"type": "array", "items": _TOOL_ROW}}},
+                handler=self.refresh_connection,
+                requires_approval=True,
+                validate=self.check_key,
+            ),
+            *GraphqlTools(self.integrations).tools(),
+            *(McpServerTools(self.integrations).tools() if self.integrations.kind_named(MCP) is not None else ()),
+        )
 
 
 # -- GraphQL ---------------------------------------------------------------------------------------------
@@ -349,69 +367,74 @@ _GRAPHQL_SUMMARY = {
 }
 
 
-def graphql_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
+@attrs.frozen
+class GraphqlTools:
     """`executor.graphql.getIntegration` (ungated) and `executor.graphql.addIntegration` (approval-gated)."""
 
-    async def get_integration(args: Any, context: CallContext) -> JsonObject:
-        slug = _slug(args)
-        return graphql_wire.summary(await integrations.graphql_integration(context.principal, slug), context.principal)
+    integrations: Integrations
 
-    async def add_integration(args: Any, context: CallContext) -> JsonObject:
-        record, count = await integrations.add_graphql(context.principal, args)
+    async def get_integration(self, args: Any, context: CallContext) -> JsonObject:
+        slug = _slug(args)
+        record = await self.integrations.integration(context.principal, slug, GRAPHQL)
+        return graphql_wire.summary(record, context.principal)
+
+    async def add_integration(self, args: Any, context: CallContext) -> JsonObject:
+        record, count = await self.integrations.add(context.principal, GRAPHQL, args)
         return {"slug": record.slug, "toolCount": count}
 
-    def check_add(args: Any, context: CallContext) -> None:
-        integrations.check_may_add_graphql(context.principal, _values(args))
+    def check_add(self, args: Any, context: CallContext) -> None:
+        self.integrations.check_may_add(context.principal, GRAPHQL, _values(args))
 
-    return (
-        StaticTool(
-            id="executor.graphql.getIntegration",
-            integration="executor",
-            name="graphql.getIntegration",
-            description="Show a GraphQL integration: its endpoint, where its schema comes from, its auth methods.",
-            input_schema={"type": "object", "properties": {"slug": {"type": "string"}}, "required": ["slug"]},
-            output_schema=_GRAPHQL_SUMMARY,
-            handler=get_integration,
-        ),
-        StaticTool(
-            id="executor.graphql.addIntegration",
-            integration="executor",
-            name="graphql.addIntegration",
-            description=(
-                "Add a GraphQL endpoint to this organization's catalog: its queries and mutations become tools "
-                "(query.<field>, mutation.<field>). Without `sdl` or `introspectionJson`, each connection "
-                "introspects the endpoint with its own credential. Never ask the user to paste API keys or tokens "
-                "into the chat: connections are created by the user outside it."
+    def tools(self) -> tuple[StaticTool, ...]:
+        return (
+            StaticTool(
+                id="executor.graphql.getIntegration",
+                integration="executor",
+                name="graphql.getIntegration",
+                description="Show a GraphQL integration: its endpoint, where its schema comes from, its auth methods.",
+                input_schema={"type": "object", "properties": {"slug": {"type": "string"}}, "required": ["slug"]},
+                output_schema=_GRAPHQL_SUMMARY,
+                handler=self.get_integration,
             ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "endpoint": {"type": "string"},
-                    "slug": {"type": "string"},
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "sdl": {
-                        "type": "string",
-                        "description": "The schema's SDL, for an endpoint with introspection off",
+            StaticTool(
+                id="executor.graphql.addIntegration",
+                integration="executor",
+                name="graphql.addIntegration",
+                description=(
+                    "Add a GraphQL endpoint to this organization's catalog: its queries and mutations become tools "
+                    "(query.<field>, mutation.<field>). Without `sdl` or `introspectionJson`, each connection "
+                    "introspects the endpoint with its own credential. Never ask the user to paste API keys or tokens "
+                    "into the chat: connections are created by the user outside it."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "endpoint": {"type": "string"},
+                        "slug": {"type": "string"},
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "sdl": {
+                            "type": "string",
+                            "description": "The schema's SDL, for an endpoint with introspection off",
+                        },
+                        "introspectionJson": {"type": "object", "description": "A saved introspection result"},
+                        "headers": {"type": "object"},
+                        "queryParams": {"type": "object"},
+                        "authenticationTemplate": {"type": "array"},
                     },
-                    "introspectionJson": {"type": "object", "description": "A saved introspection result"},
-                    "headers": {"type": "object"},
-                    "queryParams": {"type": "object"},
-                    "authenticationTemplate": {"type": "array"},
+                    "required": ["endpoint"],
                 },
-                "required": ["endpoint"],
-            },
-            output_schema={
-                "type": "object",
-                "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
-                "required": ["slug", "toolCount"],
-            },
-            handler=add_integration,
-            requires_approval=True,
-            approval_description="Add a GraphQL integration",
-            validate=check_add,
-        ),
-    )
+                output_schema={
+                    "type": "object",
+                    "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
+                    "required": ["slug", "toolCount"],
+                },
+                handler=self.add_integration,
+                requires_approval=True,
+                approval_description="Add a GraphQL integration",
+                validate=self.check_add,
+            ),
+        )
 
 
 # -- MCP servers ------------------------------------------------------------------------------------
@@ -441,72 +464,79 @@ _MCP_SERVER_INPUT = {
 }
 
 
-def mcp_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
-    servers = McpServers(integrations)
+@attrs.frozen
+class McpServerTools:
+    """`executor.mcp.probeEndpoint` and `getServer` (ungated) and `executor.mcp.addServer` (approval-gated)."""
 
-    async def probe(args: Any, context: CallContext) -> JsonObject:
-        return await servers.probe(context.principal, _values(args))
+    integrations: Integrations
+    servers: McpServers = attrs.field(
+        init=False, default=attrs.Factory(lambda self: McpServers(self.integrations), takes_self=True)
+    )
 
-    async def get_server(args: Any, context: CallContext) -> JsonObject:
+    async def probe(self, args: Any, context: CallContext) -> JsonObject:
+        return await self.servers.probe(context.principal, _values(args))
+
+    async def get_server(self, args: Any, context: CallContext) -> JsonObject:
         slug = _slug(args)
-        record = await servers.get(context.principal, slug)
+        record = await self.servers.get(context.principal, slug)
         return {"server": None if record is None else server_json(record, admin=context.principal.org_admin)}
 
-    async def add_server(args: Any, context: CallContext) -> JsonObject:
-        record, count = await servers.add(context.principal, args)
+    async def add_server(self, args: Any, context: CallContext) -> JsonObject:
+        record, count = await self.integrations.add(context.principal, MCP, args)
         return {"slug": record.slug, "toolCount": count}
 
-    def check_add(args: Any, context: CallContext) -> None:
-        servers.check_may_add(context.principal, _values(args))
+    def check_add(self, args: Any, context: CallContext) -> None:
+        self.integrations.check_may_add(context.principal, MCP, _values(args))
 
-    return (
-        StaticTool(
-            id="executor.mcp.probeEndpoint",
-            integration="executor",
-            name="mcp.probeEndpoint",
-            description=(
-                "Probe a remote MCP server URL before adding it: whether it answers MCP, over which transport, its "
-                "name and version, whether it requires authentication, and its tool count when it lists without "
-                "it. Then add it with executor.mcp.addServer. Never ask the user to paste tokens into the chat."
-            ),
-            input_schema={
-                "type": "object",
-                "properties": {
-                    "endpoint": {"type": "string"},
-                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "remoteTransport": {"type": "string", "enum": ["auto", "streamable-http", "sse"]},
+    def tools(self) -> tuple[StaticTool, ...]:
+        return (
+            StaticTool(
+                id="executor.mcp.probeEndpoint",
+                integration="executor",
+                name="mcp.probeEndpoint",
+                description=(
+                    "Probe a remote MCP server URL before adding it: whether it answers MCP, over which transport, its "
+                    "name and version, whether it requires authentication, and its tool count when it lists without "
+                    "it. Then add it with executor.mcp.addServer. Never ask the user to paste tokens into the chat."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "endpoint": {"type": "string"},
+                        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "remoteTransport": {"type": "string", "enum": ["auto", "streamable-http", "sse"]},
+                    },
+                    "required": ["endpoint"],
                 },
-                "required": ["endpoint"],
-            },
-            output_schema={"type": "object"},
-            handler=probe,
-        ),
-        StaticTool(
-            id="executor.mcp.getServer",
-            integration="executor",
-            name="mcp.getServer",
-            description="Show an MCP server integration: its transport, endpoint or command, and auth templates.",
-            input_schema={"type": "object", "properties": {"slug": {"type": "string"}}, "required": ["slug"]},
-            output_schema={"type": "object", "properties": {"server": {"type": ["object", "null"]}}},
-            handler=get_server,
-        ),
-        StaticTool(
-            id="executor.mcp.addServer",
-            integration="executor",
-            name="mcp.addServer",
-            description=(
-                "Add an MCP server to this organization's catalog (a remote URL, or with the server's "
-                "--allow-stdio-mcp a local command). Its tools appear per connection, once one is created."
+                output_schema={"type": "object"},
+                handler=self.probe,
             ),
-            input_schema=_MCP_SERVER_INPUT,
-            output_schema={
-                "type": "object",
-                "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
-                "required": ["slug", "toolCount"],
-            },
-            handler=add_server,
-            requires_approval=True,
-            approval_description="Add an MCP server integration",
-            validate=check_add,
-        ),
-    )
+            StaticTool(
+                id="executor.mcp.getServer",
+                integration="executor",
+                name="mcp.getServer",
+                description="Show an MCP server integration: its transport, endpoint or command, and auth templates.",
+                input_schema={"type": "object", "properties": {"slug": {"type": "string"}}, "required": ["slug"]},
+                output_schema={"type": "object", "properties": {"server": {"type": ["object", "null"]}}},
+                handler=self.get_server,
+            ),
+            StaticTool(
+                id="executor.mcp.addServer",
+                integration="executor",
+                name="mcp.addServer",
+                description=(
+                    "Add an MCP server to this organization's catalog (a remote URL, or with the server's "
+                    "--allow-stdio-mcp a local command). Its tools appear per connection, once one is created."
+                ),
+                input_schema=_MCP_SERVER_INPUT,
+                output_schema={
+                    "type": "object",
+                    "properties": {"slug": {"type": "string"}, "toolCount": {"type": "number"}},
+                    "required": ["slug", "toolCount"],
+                },
+                handler=self.add_server,
+                requires_approval=True,
+                approval_description="Add an MCP server integration",
+                validate=self.check_add,
+            ),
+        )

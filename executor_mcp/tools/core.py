@@ -28,7 +28,7 @@ from executor_mcp.policies.service import (
 )
 from executor_mcp.records.integrations import BUILT_IN, BUILT_IN_DESCRIPTION, BUILT_IN_NAME, BUILT_IN_SLUG
 from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
-from executor_mcp.tools.connected import connected_tools
+from executor_mcp.tools.connected import ConnectedTools
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure
 
@@ -262,7 +262,7 @@ def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | No
                 handler=list_integrations,
             ),
             *POLICY_TOOLS,
-            *(connected_tools(connected, handoffs) if connected is not None else ()),
+            *(ConnectedTools(connected, handoffs).tools() if connected is not None else ()),
         ),
     )
     catalog = Catalog([executor], connected)

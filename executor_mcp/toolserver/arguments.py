@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.protocol.results import text_result
 
 
 def type_issue(field: str, value: Any, expected: str = "string") -> JsonObject:
@@ -31,4 +32,4 @@ def invalid(tool: str, issues: list[JsonObject]) -> JsonObject:
     text = (
         f"MCP error -32602: Input validation error: Invalid arguments for tool {tool}: {json.dumps(issues, indent=2)}"
     )
-    return {"content": [{"type": "text", "text": text}], "isError": True}
+    return text_result(text, error=True)

@@ -7,7 +7,7 @@ being durable: `execution/runs.py`) the next one, which revives it when the sess
 In `native` elicitation mode
 on a 2025 session there is no `resume`: a gated call asks the client inline with `elicitation/create`, and
 waits for the answer no longer than the approval window (a 2026 workspace pauses as model mode does, and its
-pause is asked as `input_required`: `modern.py`). In `browser` mode a pause sends the user to the console's
+pause is asked as `input_required`: `stateless.py`). In `browser` mode a pause sends the user to the console's
 approval page, and `resume` takes only the executionId: it waits for the person's decision there.
 
 Argument problems are tool results with `isError`, in the MCP SDK's wording, not JSON-RPC errors: a
@@ -18,29 +18,18 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import attrs
-import trio
 
-from executor_mcp.audit.model import (
-    APPROVAL_OUTCOMES,
-    CUT_OFF,
-    MAX_TOOL_PATH,
-    OK,
-    REQUIRE_APPROVAL,
-    THREW,
-    UNANSWERED,
-    AuditRecord,
-)
 from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
-from executor_mcp.execution.engine import Engine, Outcome, ToolCall, internal_error, unknown_outcome
+from executor_mcp.execution.engine import Engine, Outcome, internal_error, unknown_outcome
 from executor_mcp.execution.journal import Head, Journal
 from executor_mcp.execution.results import approval_url, render, render_browser_paused, worded_for_invoke
-from executor_mcp.execution.runs import Answer, Book, Pause, Run, kept_executions
+from executor_mcp.execution.runs import Pause, PendingApprovals, Run, kept_executions
 from executor_mcp.execution.texts import (
     BROWSER_RESUME_DESCRIPTION,
     EXECUTE_DESCRIPTION,
@@ -52,22 +41,23 @@ from executor_mcp.execution.texts import (
 )
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
-from executor_mcp.protocol.modern import MODERN_VERSIONS
+from executor_mcp.protocol.results import text_result
+from executor_mcp.protocol.stateless import STATELESS_VERSIONS
 from executor_mcp.storage.records import (
     BROWSER_ELICITATION,
+    MODEL_ELICITATION,
     NATIVE_ELICITATION,
     PASSTHROUGH_MODE,
-    Owner,
     SessionMeta,
 )
+from executor_mcp.tools.approval import ACTIONS, ApprovalAnswer, InlineAsk, unanswered_record
 from executor_mcp.tools.catalog import Catalog
-from executor_mcp.tools.context import CallContext, CallNote, Gate, Interaction
-from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.toolserver.arguments import invalid, type_issue, zod_type
 from executor_mcp.toolserver.passthrough_tools import BROWSER_RESUME_DESCRIPTION as PASSTHROUGH_BROWSER_DESCRIPTION
 from executor_mcp.toolserver.passthrough_tools import RESUME_DESCRIPTION as PASSTHROUGH_RESUME_DESCRIPTION
-from executor_mcp.toolserver.passthrough_tools import passthrough_tools
-from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolFactory, ToolRegistry
+from executor_mcp.toolserver.passthrough_tools import PassthroughTools
+from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolRegistry
+from executor_mcp.toolserver.sandbox_calls import Audit, SandboxCalls
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
 
@@ -95,10 +85,6 @@ SKILLS_TOOL = Tool(
         "$schema": SCHEMA_DIALECT,
     },
 )
-
-# Where a tool call's audit record goes (`AuditTrail.record`).
-Audit = Callable[[AuditRecord], Awaitable[None]]
-
 
 RESUME = Tool(
     name="resume",
@@ -135,45 +121,84 @@ BROWSER_RESUME = Tool(
         "$schema": SCHEMA_DIALECT,
     },
 )
-ACTIONS = ("accept", "decline", "cancel")
 
 
-def executor_tools(
-    engine: Engine,
-    catalog: Catalog,
-    policies: Policies,
-    book: Book,
-    admission: Admission,
-    public_url: Callable[[], str],
-    audit: Audit | None = None,
-) -> ToolFactory:
-    """`public_url` is where the console is reached (`--public-url`, else the bound address), asked at each
+@attrs.define(eq=False)
+class ExecutorTools:
+    """The product's tools as one object: the factory (`__call__`) that gives each session its registry, by its
+    mode and elicitation mode, and the handlers those registries hold.
+
+    `public_url` is where the console is reached (`--public-url`, else the bound address), asked at each
     browser-mode pause: the address is known only once the server listens. `audit` is given the record of
-    every tool call the sandboxed code makes."""
+    every tool call the sandboxed code makes (None: no audit, as in tests that bring their own tools)."""
 
-    def browser_worded(pause: Pause) -> JsonObject:
-        return render_browser_paused(pause.id, approval_url(public_url(), pause.id))
+    engine: Engine
+    catalog: Catalog
+    policies: Policies
+    approvals: PendingApprovals
+    admission: Admission
+    public_url: Callable[[], str]
+    audit: Audit | None
+    _registries: dict[tuple[bool, str], ToolRegistry] = attrs.field(init=False, factory=dict)
 
-    async def execute(arguments: JsonObject, context: ToolContext) -> JsonObject:
+    def __attrs_post_init__(self) -> None:
+        native = ToolRegistry(
+            [
+                RegisteredTool(EXECUTE, self.execute, listing=self.execute_listing),
+                RegisteredTool(SKILLS_TOOL, self.skills),
+            ]
+        )
+        passthrough = ToolRegistry(list(PassthroughTools(self.run_code, self.catalog, self.policies).registered()))
+        passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
+        passthrough_browser_resume = attrs.evolve(BROWSER_RESUME, description=PASSTHROUGH_BROWSER_DESCRIPTION)
+        self._registries = {
+            (False, NATIVE_ELICITATION): native,
+            (False, MODEL_ELICITATION): ToolRegistry(
+                [*native, RegisteredTool(RESUME, self.resume)], revive=self.revive
+            ),
+            (False, BROWSER_ELICITATION): ToolRegistry(
+                [*native, RegisteredTool(BROWSER_RESUME, self.wait_for_the_browser)], revive=self.revive
+            ),
+            (True, NATIVE_ELICITATION): passthrough,
+            (True, MODEL_ELICITATION): ToolRegistry(
+                [*passthrough, RegisteredTool(passthrough_resume, self.resume_an_invoke)], revive=self.revive
+            ),
+            (True, BROWSER_ELICITATION): ToolRegistry(
+                [*passthrough, RegisteredTool(passthrough_browser_resume, self.wait_for_an_invoke)], revive=self.revive
+            ),
+        }
+
+    def __call__(self, meta: SessionMeta) -> ToolRegistry:
+        """The registry of a session: its tools by its mode, and how it asks for approvals."""
+        passthrough = meta.mode == PASSTHROUGH_MODE
+        if asks_inline(meta):
+            return self._registries[passthrough, NATIVE_ELICITATION]
+        if meta.elicitation_mode == BROWSER_ELICITATION:
+            return self._registries[passthrough, BROWSER_ELICITATION]
+        return self._registries[passthrough, MODEL_ELICITATION]
+
+    # -- execute ------------------------------------------------------------------------------------------
+
+    async def execute(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         code = arguments.get("code")
         issues = _code_issues(code)
         if issues:
             return invalid("execute", issues)
         assert isinstance(code, str)
-        return await run_code(code.strip(), context)
+        return await self.run_code(code.strip(), context)
 
-    async def run_code(code: str, context: ToolContext) -> JsonObject:
+    async def run_code(self, code: str, context: ToolContext) -> JsonObject:
         """One execution of `code` in the session, rendered: what `execute` and passthrough `invoke` answer."""
-        slot = admission.admit(context.session.owner)
+        slot = self.admission.admit(context.session.owner)
         if isinstance(slot, Refusal):
             return refusal_result(slot)
-        head = engine.head(code, context.session.elicitation_mode)
+        head = self.engine.head(code, context.session.elicitation_mode)
         # Asking inline happens within the request: nothing of it outlives the request, so nothing is kept.
         journal = None if asks_inline(context.session) else Journal(uuid.uuid4().hex, head)
-        run = new_run(slot, context, journal)
+        run = self.new_run(slot, context, journal)
         first = run.next
         try:
-            start(run, head, context)
+            self.start(run, head, context)
         except BaseException:
             slot.release()  # the run never started (the session is closing): its place is free again
             raise
@@ -183,58 +208,42 @@ def executor_tools(
             if not first.done:
                 run.scope.cancel()  # the caller left before any result: nobody could ever resume it
 
-    def new_run(slot: Slot, context: ToolContext, journal: Journal | None) -> Run:
+    def new_run(self, slot: Slot, context: ToolContext, journal: Journal | None) -> Run:
+        """A run of the session's code holding `slot`, durable when it has a `journal`."""
         mode = context.session.elicitation_mode
         return Run(
-            book,
+            self.approvals,
             slot,
             context.pause_lease,
             mode=mode,
-            worded=browser_worded if mode == BROWSER_ELICITATION else None,
+            worded=self.browser_worded if mode == BROWSER_ELICITATION else None,
             journal=journal,
             store=context.store if journal is not None else None,
             pause_kept=context.pause_kept,
         )
 
-    def start(run: Run, head: Head, context: ToolContext) -> None:
+    def browser_worded(self, pause: Pause) -> JsonObject:
+        """A pause as browser mode words it: the console's page where a person answers it."""
+        return render_browser_paused(pause.id, approval_url(self.public_url(), pause.id))
+
+    def sandbox_calls(self, run: Run, context: ToolContext) -> SandboxCalls:
+        """How `run`'s tool calls reach the catalog, gated as its session asks for approvals."""
+        session = context.session
+        inline = InlineAsk(session.client_capabilities, context.ask) if asks_inline(session) else None
+        return SandboxCalls(
+            run, self.catalog, self.policies, self.approvals, session.owner, session.session_id, inline, self.audit
+        )
+
+    def start(self, run: Run, head: Head, context: ToolContext) -> None:
         """Drive `run` in the session's nursery: from its start, or (revived) from its journal."""
-        owner = context.session.owner
-        native = asks_inline(context.session)
-        ask = functools.partial(run.ask_inline, ask=_ask_client(context))
+        calls = self.sandbox_calls(run, context)
+        keeper = None if calls.inline is not None else run
+        context.nursery.start_soon(run.drive, functools.partial(self._execute, head, calls, keeper), _defect)
 
-        async def invoke(call: ToolCall, args: Any) -> Any:
-            run.refuse_if_declined_before(call)
-            gate: Gate = ask if native else functools.partial(run.gate, call)
-            called = CallContext(principal=owner, policies=policies, gate=gate)
-            if audit is None:
-                return await catalog.invoke(call.path, args, called)
-            began, clock = time.time(), trio.current_time()
-            outcome = CUT_OFF
-            try:
-                result = await catalog.invoke(call.path, args, called)
-                outcome = outcome_of(result)
-                return result
-            except ToolThrow:
-                outcome = thrown_outcome(called.note)
-                raise
-            finally:
-                # A call cut off by the server's restart runs again in the next process, which records it.
-                if outcome != CUT_OFF or not book.restarting:
-                    record = audit_record(
-                        began, owner, context.session.session_id, call.path, called.note, outcome, clock
-                    )
-                    await audit(record)
+    async def _execute(self, head: Head, calls: SandboxCalls, keeper: Run | None) -> JsonObject:
+        return render(await self.engine.execute(head, calls.invoke, account=calls.owner, keeper=keeper))
 
-        async def body() -> JsonObject:
-            keeper = None if native else run
-            return render(await engine.execute(head, invoke, account=owner, keeper=keeper))
-
-        def defect() -> JsonObject:
-            return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
-
-        context.nursery.start_soon(run.drive, body, defect)
-
-    async def revive(context: ToolContext) -> float:
+    async def revive(self, context: ToolContext) -> float:
         """The session's durable executions, each back as a run waiting for its pause's answer; those whose
         window closed while the server was down are expired (a late resume hears so) and forgotten."""
         store = context.store
@@ -245,19 +254,29 @@ def executor_tools(
             forget = (execution.journal.key, [*execution.stale, pause.id])
             if pause.expires_at <= now or not context.session.owner.may_act_on(pause.owner):
                 expired = pause.pause()
-                book.expire_kept(expired)
+                self.approvals.expire_kept(expired)
                 dead.append(forget)
-                if audit is not None:  # its call was cut off by the restart, and nothing will run it again
-                    await audit(unanswered_record(expired, context.session.session_id, now))
+                if self.audit is not None:  # its call was cut off by the restart, and nothing will run it again
+                    await self.audit(
+                        unanswered_record(
+                            expired.interaction,
+                            expired.owner,
+                            context.session.session_id,
+                            expired.id,
+                            expired.created_at,
+                            now,
+                        )
+                    )
                 continue
             unknown = execution.pending.unknown()
             if unknown is not None:  # it can only fail: say so to its resume instead of asking anyone first
-                book.settle_kept(pause.pause(), render(Outcome(ok=False, error=unknown_outcome(unknown.path))))
+                failed = render(Outcome(ok=False, error=unknown_outcome(unknown.path)))
+                self.approvals.settle_kept(pause.pause(), failed)
                 dead.append(forget)
                 continue
-            run = new_run(admission.readmit(context.session.owner), context, execution.journal)
+            run = self.new_run(self.admission.readmit(context.session.owner), context, execution.journal)
             run.revived(execution)
-            start(run, execution.journal.head, context)
+            self.start(run, execution.journal.head, context)
             latest = max(latest, pause.expires_at)
         for key, pause_ids in dead:
             await once(
@@ -265,7 +284,9 @@ def executor_tools(
             )
         return latest
 
-    async def resume(arguments: JsonObject, context: ToolContext) -> JsonObject:
+    # -- resume -------------------------------------------------------------------------------------------
+
+    async def resume(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         execution_id, action = arguments.get("executionId"), arguments.get("action")
         issues = []
         if not isinstance(execution_id, str):
@@ -284,164 +305,54 @@ def executor_tools(
             return invalid("resume", issues)
         assert isinstance(execution_id, str)
         assert isinstance(action, str)
-        answer = Answer(action=action, content=_content(arguments.get("content")))
-        return await book.resume(execution_id, context.session.owner, answer)
+        answer = ApprovalAnswer(action=action, content=_content(arguments.get("content")))
+        return await self.approvals.resume(execution_id, context.session.owner, answer)
 
-    async def wait_for_the_browser(arguments: JsonObject, context: ToolContext) -> JsonObject:
+    async def wait_for_the_browser(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         """Browser mode's `resume`: no answer of its own, it waits for the person's (or replays it)."""
         execution_id = arguments.get("executionId")
         if not isinstance(execution_id, str):
             return invalid("resume", [type_issue("executionId", execution_id)])
-        return await book.resume(execution_id, context.session.owner, None)
+        return await self.approvals.resume(execution_id, context.session.owner, None)
 
-    async def skills(arguments: JsonObject, context: ToolContext) -> JsonObject:
+    async def resume_an_invoke(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
+        return worded_for_invoke(await self.resume(arguments, context))
+
+    async def wait_for_an_invoke(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
+        return worded_for_invoke(await self.wait_for_the_browser(arguments, context))
+
+    # -- skills, and what execute lists -------------------------------------------------------------------
+
+    async def skills(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         name = arguments.get("name")
         if name is not None and not isinstance(name, str):
             issue = {"code": "invalid_type", "expected": "string", "received": zod_type(name), "path": ["name"]}
             return invalid("skills", [{**issue, "message": f"Expected string, received {issue['received']}"}])
         if not name:
-            return {"content": [{"type": "text", "text": SKILLS_INDEX}]}
+            return text_result(SKILLS_INDEX)
         skill = SKILLS.get(name)
         if skill is None:
-            return {
-                "content": [{"type": "text", "text": f'No skill named "{name}".\n\n{SKILLS_INDEX}'}],
-                "isError": True,
-            }
+            return text_result(f'No skill named "{name}".\n\n{SKILLS_INDEX}', error=True)
         text = skill[1]
         if name == "execute":
-            block = inventory_block(await catalog.connected_slugs(context.session.owner))
+            block = inventory_block(await self.catalog.connected_slugs(context.session.owner))
             text = text if block is None else f"{text}\n{block}"
-        return {"content": [{"type": "text", "text": text}]}
+        return text_result(text)
 
-    async def execute_listing(meta: SessionMeta) -> Tool:
-        block = inventory_block(await catalog.connected_slugs(meta.owner))
+    async def execute_listing(self, meta: SessionMeta) -> Tool:
+        block = inventory_block(await self.catalog.connected_slugs(meta.owner))
         return EXECUTE if block is None else attrs.evolve(EXECUTE, description=f"{EXECUTE_DESCRIPTION}\n\n{block}")
 
-    native = ToolRegistry(
-        [RegisteredTool(EXECUTE, execute, listing=execute_listing), RegisteredTool(SKILLS_TOOL, skills)]
-    )
-    model = ToolRegistry([*native, RegisteredTool(RESUME, resume)], revive=revive)
-    browser = ToolRegistry([*native, RegisteredTool(BROWSER_RESUME, wait_for_the_browser)], revive=revive)
-    passthrough_native = ToolRegistry(list(passthrough_tools(run_code, catalog, policies)))
-    passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
-    passthrough_browser_resume = attrs.evolve(BROWSER_RESUME, description=PASSTHROUGH_BROWSER_DESCRIPTION)
 
-    async def resume_an_invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
-        return worded_for_invoke(await resume(arguments, context))
-
-    async def wait_for_an_invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
-        return worded_for_invoke(await wait_for_the_browser(arguments, context))
-
-    passthrough_model = ToolRegistry(
-        [*passthrough_native, RegisteredTool(passthrough_resume, resume_an_invoke)], revive=revive
-    )
-    passthrough_browser = ToolRegistry(
-        [*passthrough_native, RegisteredTool(passthrough_browser_resume, wait_for_an_invoke)], revive=revive
-    )
-
-    def factory(meta: SessionMeta) -> ToolRegistry:
-        passthrough = meta.mode == PASSTHROUGH_MODE
-        if asks_inline(meta):
-            return passthrough_native if passthrough else native
-        if meta.elicitation_mode == BROWSER_ELICITATION:
-            return passthrough_browser if passthrough else browser
-        return passthrough_model if passthrough else model
-
-    return factory
+def _defect() -> JsonObject:
+    return render(Outcome(ok=False, error=internal_error("execution failed"), defect=True))
 
 
 def asks_inline(meta: SessionMeta) -> bool:
     """Whether a gated call asks the client inline (`elicitation/create` on the request's stream): native mode
     on a 2025 session. A 2026 request's stream carries no server requests, so a workspace's native-mode pause
-    is kept as model mode keeps it (with `resume` listed), and asked as `input_required` (`modern.py`)."""
-    return meta.elicitation_mode == NATIVE_ELICITATION and meta.protocol_version not in MODERN_VERSIONS
-
-
-def outcome_of(result: Any) -> str:
-    """How a call ended, as the audit says it: `ok`, or its failure's code (`tool_blocked`, an upstream's)."""
-    if isinstance(result, dict) and result.get("ok") is False:
-        error = result.get("error")
-        code = error.get("code") if isinstance(error, dict) else None
-        return code[:64] if isinstance(code, str) and code else "failed"
-    return OK
-
-
-def thrown_outcome(note: CallNote) -> str:
-    """How a call that threw in the sandbox ended, as the audit says it: `declined` or `cancelled` when its approval
-    was refused (the gate throws), `threw` otherwise."""
-    approval = note.approval
-    if approval is not None and approval.action != "accept":
-        return APPROVAL_OUTCOMES.get(approval.action, THREW)
-    return THREW
-
-
-def audit_record(
-    began: float, owner: Owner, session_id: str, tool: str, note: CallNote, outcome: str, started: float
-) -> AuditRecord:
-    """A call's audit record: who, where, what the policies decided and how an approval went; never its
-    arguments or result."""
-    rule, approval = note.rule, note.approval
-    by_rule = rule is not None and rule.by_rule
-    return AuditRecord(
-        at=began,
-        account=owner.account_id,
-        org=owner.org_id,
-        session_id=session_id,
-        tool=tool[:MAX_TOOL_PATH],
-        decision=note.decision,
-        outcome=outcome,
-        duration_ms=(trio.current_time() - started) * 1000,
-        rule_id=rule.rule_id if by_rule else None,
-        rule_owner=rule.owner if by_rule else None,
-        rule_pattern=rule.pattern if by_rule else None,
-        approval=_approval_outcome(note, outcome),
-        answered_by=None if approval is None else approval.by,
-        execution_id=None if approval is None else approval.execution_id,
-    )
-
-
-def unanswered_record(pause: Pause, session_id: str, now: float) -> AuditRecord:
-    """The record of a gated call whose approval window closed while the server was down."""
-    asked_by = pause.interaction.asked_by
-    return AuditRecord(
-        at=pause.created_at,
-        account=pause.owner.account_id,
-        org=pause.owner.org_id,
-        session_id=session_id,
-        tool=pause.interaction.address[:MAX_TOOL_PATH],
-        decision=REQUIRE_APPROVAL,
-        outcome=CUT_OFF,
-        duration_ms=max(0.0, now - pause.created_at) * 1000,
-        rule_id=asked_by.rule_id,
-        rule_owner=asked_by.owner,
-        rule_pattern=asked_by.pattern,
-        approval=UNANSWERED,
-        execution_id=pause.id,
-    )
-
-
-def _approval_outcome(note: CallNote, outcome: str) -> str | None:
-    if note.approval is not None:
-        return APPROVAL_OUTCOMES.get(note.approval.action, note.approval.action)
-    waiting = note.decision == REQUIRE_APPROVAL and outcome == CUT_OFF
-    return UNANSWERED if waiting else None  # cut off while it waited for a human
-
-
-def _ask_client(context: ToolContext) -> Callable[[Interaction], Awaitable[str]]:
-    """Ask the client inline (`elicitation/create`); any failure, or no such capability, is a cancel."""
-
-    async def ask(interaction: Interaction) -> str:
-        if "elicitation" not in context.session.client_capabilities:
-            return "cancel"
-        params = {"message": interaction.message, "requestedSchema": interaction.requested_schema}
-        try:
-            answer = await context.ask("elicitation/create", params)
-        except Exception:
-            return "cancel"
-        action = answer.get("action") if isinstance(answer, dict) else None
-        return action if isinstance(action, str) and action in ACTIONS else "cancel"
-
-    return ask
+    is kept as model mode keeps it (with `resume` listed), and asked as `input_required` (`stateless.py`)."""
+    return meta.elicitation_mode == NATIVE_ELICITATION and meta.protocol_version not in STATELESS_VERSIONS
 
 
 def _content(raw: Any) -> JsonObject | None:

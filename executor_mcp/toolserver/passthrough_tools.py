@@ -24,9 +24,11 @@ from executor_mcp.execution.texts import inventory_block
 from executor_mcp.integrations.addresses import MAX_CONNECTION_NAME, parse_tool_address, valid_slug
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
+from executor_mcp.protocol.results import text_result
 from executor_mcp.storage.records import SessionMeta
+from executor_mcp.tools.approval import Approval, Interaction
 from executor_mcp.tools.catalog import MAX_PATH_LENGTH, Catalog
-from executor_mcp.tools.context import Approval, CallContext, Interaction
+from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.toolserver.arguments import invalid, type_issue
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext
@@ -208,24 +210,33 @@ def input_definitions(text: str, definitions: JsonObject) -> dict[str, str]:
     return reached
 
 
-def passthrough_tools(run_code: RunCode, catalog: Catalog, policies: Policies) -> tuple[RegisteredTool, ...]:
-    """`search` and `invoke`. `run_code` is `execute`'s own execution of a program in the session."""
+@attrs.frozen
+class PassthroughTools:
+    """`search` and `invoke`, as handlers over the catalog. `run_code` is `execute`'s own execution of a program
+    in the session."""
 
-    async def search(arguments: JsonObject, context: ToolContext) -> JsonObject:
-        call = CallContext(principal=context.session.owner, policies=policies, gate=_never_gated)
+    run_code: RunCode
+    catalog: Catalog
+    policies: Policies
+
+    def registered(self) -> tuple[RegisteredTool, ...]:
+        return (RegisteredTool(SEARCH, self.search, listing=self.search_listing), RegisteredTool(INVOKE, self.invoke))
+
+    async def search(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
+        call = CallContext(principal=context.session.owner, policies=self.policies, gate=_never_gated)
         try:
             if "path" in arguments:
                 mixed = [field for field in SEARCH_FIELDS if field in arguments]
                 if mixed:
                     return _error(f"Give either path (to describe one tool) or {', '.join(mixed)} (to search).")
-                described = await catalog.invoke("describe.tool", {"path": arguments["path"]}, call)
+                described = await self.catalog.invoke("describe.tool", {"path": arguments["path"]}, call)
                 return _answer(described, failed="error" in described)
             options = search_arguments(arguments)
-            found = await catalog.invoke("search", options, call)
+            found = await self.catalog.invoke("search", options, call)
             matches: list[JsonObject] = []
             used = 0
             for item in found["items"]:
-                match = search_match(item, await catalog.invoke("describe.tool", {"path": item["path"]}, call))
+                match = search_match(item, await self.catalog.invoke("describe.tool", {"path": item["path"]}, call))
                 shown = _shown(match)
                 used += len(shown) + ITEM_INDENT * (shown.count("\n") + 1) + 2  # nested, and `,\n`
                 if matches and used > SEARCH_TEXT_BUDGET:
@@ -235,11 +246,11 @@ def passthrough_tools(run_code: RunCode, catalog: Catalog, policies: Policies) -
             return _error(str(refused))
         return _answer(shortened_page(found, matches, start=options.get("offset", 0)))
 
-    async def search_listing(meta: SessionMeta) -> Tool:
-        block = inventory_block(await catalog.connected_slugs(meta.owner))
+    async def search_listing(self, meta: SessionMeta) -> Tool:
+        block = inventory_block(await self.catalog.connected_slugs(meta.owner))
         return SEARCH if block is None else attrs.evolve(SEARCH, description=f"{SEARCH_DESCRIPTION}\n\n{block}")
 
-    async def invoke(arguments: JsonObject, context: ToolContext) -> JsonObject:
+    async def invoke(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         path, args = arguments.get("path"), arguments.get("args")
         issues = []
         if not isinstance(path, str):
@@ -250,12 +261,10 @@ def passthrough_tools(run_code: RunCode, catalog: Catalog, policies: Policies) -
             return invalid("invoke", issues)
         assert isinstance(path, str)
         try:
-            checked = checked_path(path, lambda candidate: catalog.tool(candidate) is not None)
+            checked = checked_path(path, lambda candidate: self.catalog.tool(candidate) is not None)
         except InvalidPath as refused:
             return _error(str(refused))
-        return await run_code(invoke_program(checked, args), context)
-
-    return (RegisteredTool(SEARCH, search, listing=search_listing), RegisteredTool(INVOKE, invoke))
+        return await self.run_code(invoke_program(checked, args), context)
 
 
 async def _never_gated(interaction: Interaction) -> Approval:
@@ -272,9 +281,8 @@ def _shown(value: Any) -> str:
 def _answer(value: JsonObject, *, failed: bool = False) -> JsonObject:
     """As execute shows a returned object: indented JSON text (capped like execute's), the value itself
     structured."""
-    result: JsonObject = {"content": [{"type": "text", "text": truncate(_shown(value))}], "structuredContent": value}
-    return {**result, "isError": True} if failed else result
+    return text_result(truncate(_shown(value)), value, error=failed)
 
 
 def _error(message: str) -> JsonObject:
-    return {"content": [{"type": "text", "text": f"Error: {message}"}], "isError": True}
+    return text_result(f"Error: {message}", error=True)

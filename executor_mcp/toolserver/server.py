@@ -134,7 +134,7 @@ class ToolServer:
 
 
 # How a request is served by a session's tool server: `ToolServer.handle` (the 2025 era), or a 2026 request's
-# own (`modern.py`).
+# own (`stateless.py`).
 Serve = Callable[[ToolServer, Request, Send], Awaitable[Response | ErrorResponse]]
 
 

@@ -19,12 +19,13 @@ from quart import Quart, Response, request
 from executor_mcp.auth.principal import Authenticator
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.execution.results import iso
-from executor_mcp.execution.runs import AGENT, OUTCOMES, Book, Decided, Ended, Pause
-from executor_mcp.tools.context import arguments_preview
+from executor_mcp.execution.runs import Decided, Ended, Pause, PendingApprovals
+from executor_mcp.tools.approval import AGENT, OUTCOMES, arguments_preview
 from executor_mcp.transport import headers as rules
+from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.json_answers import admitted, json_body, json_error, json_ok
 
-PATH = "/api/approvals"
+PATH = API_PREFIX + "/approvals"
 # A decision is one short field.
 MAX_DECISION_BODY_BYTES = 4 * 1024
 DECISIONS = ("accept", "decline")
@@ -83,7 +84,7 @@ def already_answered(decided: Decided) -> str:
 
 
 class ApprovalsApi:
-    def __init__(self, book: Book, authenticator: Authenticator) -> None:
+    def __init__(self, book: PendingApprovals, authenticator: Authenticator) -> None:
         self._book = book
         self._auth = authenticator
 

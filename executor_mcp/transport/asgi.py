@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from executor_mcp.protocol.errors import Refusal, Refused
+from executor_mcp.protocol.http import HeaderLookup
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.last_write import JOIN_NEXT
@@ -112,7 +113,7 @@ ALLOW_ORIGIN = "Access-Control-Allow-Origin"
 _CORS_PREFIX = "access-control-"
 
 
-def decide_finish(guard: BrowserGuard, request: Mapping[str, str], *, body_owed: bool, console: bool) -> Finish:
+def decide_finish(guard: BrowserGuard, request: HeaderLookup, *, body_owed: bool, console: bool) -> Finish:
     allowed = None if console else guard.cors_origin(request)
     if allowed is None:
         return Finish(body_owed, None, vary_origin=False)
@@ -121,7 +122,7 @@ def decide_finish(guard: BrowserGuard, request: Mapping[str, str], *, body_owed:
     return Finish(body_owed, {**rules.CORS, ALLOW_ORIGIN: allowed}, vary_origin=True)
 
 
-def declares_body(headers: Mapping[str, str]) -> bool:
+def declares_body(headers: HeaderLookup) -> bool:
     return headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
 
 
@@ -200,7 +201,7 @@ class Exchange:
     async def _respond(self, answer: Answer, header_list: list[tuple[str, str]]) -> None:
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in header_list]
         streamed = not isinstance(answer.body, bytes)
-        if not streamed and answer.status not in _NO_BODY_STATUSES:
+        if isinstance(answer.body, bytes) and answer.status not in _NO_BODY_STATUSES:
             headers.append((b"content-length", str(len(answer.body)).encode()))
         start = {"type": "http.response.start", "status": answer.status, "headers": headers}
         if not streamed or answer.first_chunk_at_once:

@@ -14,9 +14,9 @@ from quart import Quart, Response, request
 from executor_mcp.audit.model import MAX_LISTED, AuditQuery, parse_since, record_json
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator
+from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.json_answers import admitted, json_error, json_ok
 
-API_PREFIX = "/api"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _MAX_PARAM = 512
 
@@ -47,7 +47,7 @@ class AuditApi:
         if not 1 <= limit <= MAX_LISTED:
             return json_error(400, f"Invalid audit query: limit must be between 1 and {MAX_LISTED}")
         query = AuditQuery.seen_by(
-            principal.org_id,
+            principal.org_id or "",  # as the console page: an admitted principal always has its org
             principal.account_id,
             org_admin=principal.org_admin,
             since=since,

@@ -13,11 +13,11 @@ the listener is up (`--port 0`), and works out then (not per request) which name
 """
 
 import urllib.parse
-from collections.abc import Mapping
 
 import attrs
 
 from executor_mcp.protocol.errors import Refusal
+from executor_mcp.protocol.http import HeaderLookup
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -83,7 +83,7 @@ class BrowserGuard:
         self._exact_hosts = frozenset(f"{name}:{port}" if port is not None else name for name, port in self._hosts)
         self._origin_set = frozenset(self._origins())
 
-    def refusal(self, headers: Mapping[str, str]) -> Refusal | None:
+    def refusal(self, headers: HeaderLookup) -> Refusal | None:
         """Why a request may not be served, or None."""
         if not self.enabled:
             return None
@@ -94,7 +94,7 @@ class BrowserGuard:
             return Refusal.FORBIDDEN_ORIGIN
         return None
 
-    def cors_origin(self, headers: Mapping[str, str]) -> str | None:
+    def cors_origin(self, headers: HeaderLookup) -> str | None:
         """The `Access-Control-Allow-Origin` to send: `*` with auth, else the allowed origin or nothing."""
         if not self.enabled:
             return "*"
@@ -106,12 +106,11 @@ class BrowserGuard:
         return normalized is not None and normalized in self._origin_set
 
     def _origins(self) -> set[str]:
-        origins = {normalized_origin(url) for url in (self.public_url, self.bound_url, *self.allowed_origins)}
+        urls = [self.public_url, self.bound_url, *self.allowed_origins]
         port = self._bound_port()
         if self.loopback and port is not None:
-            origins.update(normalized_origin(f"http://{name}:{port}") for name in LOOPBACK_NAMES)
-        origins.discard(None)
-        return origins  # type: ignore[return-value]
+            urls.extend(f"http://{name}:{port}" for name in LOOPBACK_NAMES)
+        return {origin for url in urls if (origin := normalized_origin(url)) is not None}
 
     def _host_allowed(self, host: str) -> bool:
         """The name must be ours; so must the port when both sides name one (a TLS-terminating proxy

@@ -1,4 +1,5 @@
-"""OAuth protected-resource metadata (RFC 9728), and the public URL it is built from. No I/O.
+"""Where clients find the server: its paths, its public URL, and the OAuth protected-resource metadata
+(RFC 9728) built from that URL. No I/O.
 
 The public URL is `--public-url`, or `http://HOST:PORT` of the actual bind (known only once listening,
 so `--port 0` shows the real port). `offline_access` stays in `scopes_supported`: clients request
@@ -11,6 +12,8 @@ from executor_mcp.codec import JsonObject
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
+# The JSON APIs (policies, integrations, sessions, audit, approvals) live under it.
+API_PREFIX = "/api"
 SCOPES = ["openid", "profile", "email", "offline_access"]
 
 

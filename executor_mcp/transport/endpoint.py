@@ -33,7 +33,7 @@ from executor_mcp.protocol.jsonrpc import (
     InvalidJson,
     InvalidMessage,
     Request,
-    encode,
+    encode_message,
     error_response,
     parse_body,
 )
@@ -49,7 +49,7 @@ from executor_mcp.protocol.mcp import (
     negotiate_version,
     structure_params,
 )
-from executor_mcp.protocol.modern import is_modern, speaks_modern_by_header
+from executor_mcp.protocol.stateless import is_stateless, stateless_by_header
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
@@ -57,31 +57,30 @@ from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import Answer, Exchange
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import MCP_PATH
-from executor_mcp.transport.modern import ModernEndpoint, session_modes
 from executor_mcp.transport.sse import PRIMING, parse_event_id
+from executor_mcp.transport.stateless import StatelessEndpoint, session_modes
 from executor_mcp.transport.streaming import listen_events, stream_events
 
 log = logging.getLogger(__name__)
 
 RESOURCE = MCP_PATH
-API_PREFIX = "/api"
 STREAMING_METHODS = frozenset({"tools/call"})
 _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
 # Every method reaches the policies API, which routes them itself and answers its own JSON errors.
 POLICY_API_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
-MODERN_ONLY_POST = {"Content-Type": rules.JSON, "Allow": "POST"}
+STATELESS_ONLY_POST = {"Content-Type": rules.JSON, "Allow": "POST"}
 
 
 class McpEndpoint:
     def __init__(
-        self, manager: SessionManager, authenticator: Authenticator, guard: BrowserGuard, modern: ModernEndpoint
+        self, manager: SessionManager, authenticator: Authenticator, guard: BrowserGuard, stateless: StatelessEndpoint
     ) -> None:
         self._manager = manager
         self._auth = authenticator
         self._guard = guard
-        self._modern = modern
+        self._stateless = stateless
 
     async def serve(self, exchange: Exchange) -> Answer:
         """The answer to one exchange, refusals and defects included (the edge adds CORS and `Connection`)."""
@@ -102,8 +101,8 @@ class McpEndpoint:
         principal = await self._authenticate(exchange)
         if exchange.method == "POST":
             return await self._post(exchange, principal)
-        if speaks_modern_by_header(exchange.headers):  # 2026 has no GET stream and no session to DELETE
-            return Answer(405, dumps(envelope_body(Refused(Refusal.METHOD_NOT_ALLOWED))), MODERN_ONLY_POST)
+        if stateless_by_header(exchange.headers):  # 2026 has no GET stream and no session to DELETE
+            return Answer(405, dumps(envelope_body(Refused(Refusal.METHOD_NOT_ALLOWED))), STATELESS_ONLY_POST)
         if exchange.method == "GET":
             return await self._get(exchange, principal)
         return await self._delete(exchange, principal)
@@ -131,8 +130,8 @@ class McpEndpoint:
         except InvalidMessage:
             raise Refused(Refusal.INVALID_MESSAGE) from None
         note(jsonrpc_method=rpc_method_of(messages, batch))
-        if is_modern(headers, messages, batch):
-            return await self._modern.post(exchange, principal, messages, batch)
+        if is_stateless(headers, messages, batch):
+            return await self._stateless.post(exchange, principal, messages, batch)
         requests = [m for m in messages if isinstance(m, Request)]
         # A 2025 request of 2026's first method: not one of this era's (a 2026 client then falls back).
         discover = next((r for r in requests if r.method == DISCOVER_METHOD), None)
@@ -168,13 +167,13 @@ class McpEndpoint:
             if problems := initialize_problems(params):
                 raise RpcError(Code.INVALID_PARAMS, "Invalid params", problems)
         except RpcError as exc:
-            return _answer_json(encode(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
+            return _answer_json(encode_message(error_response(message.id, exc.code, exc.message, exc.data)), status=400)
         version = negotiate_version(params.protocol_version)
         # Chosen once, at creation.
         elicitation, mode = session_modes(exchange)
         session = await self._manager.create(principal, RESOURCE, params, version, raw, elicitation, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
-        return _answer_json(encode(answer), headers={rules.SESSION_HEADER: session.id})
+        return _answer_json(encode_message(answer), headers={rules.SESSION_HEADER: session.id})
 
     async def _json_answer(self, session: Session, stream: Stream, calls: list[Call], batch: bool) -> Answer:
         answers: list[bytes] = []

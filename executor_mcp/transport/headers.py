@@ -4,7 +4,7 @@ from collections.abc import Mapping
 
 from executor_mcp.protocol.errors import MAX_BODY_BYTES, Refusal, Refused
 from executor_mcp.protocol.mcp import HEADERLESS_VERSION, SUPPORTED_VERSIONS
-from executor_mcp.protocol.modern import SESSION_HEADER, VERSION_HEADER
+from executor_mcp.protocol.stateless import SESSION_HEADER, VERSION_HEADER
 
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"

@@ -48,29 +48,31 @@ from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.graphql import wire as graphql_wire
 from executor_mcp.integrations.handoff import Handoffs
-from executor_mcp.integrations.mcp_servers import McpServers, server_json
-from executor_mcp.integrations.service import Integrations, ToolEntry, View
+from executor_mcp.integrations.mcp.servers import McpServers, server_json
+from executor_mcp.integrations.openapi.specs import OpenApiSpecs
+from executor_mcp.integrations.service import Integrations
+from executor_mcp.integrations.views import ToolEntry, View
 from executor_mcp.integrations.wire import BUILT_IN_JSON, connection_json, display_url, integration_json, tool_row
 from executor_mcp.policies.model import Action, decide
 from executor_mcp.policies.service import Policies, to_rule
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS, Refused, envelope_headers
 from executor_mcp.records.integration_errors import IntegrationError, IntegrationNotFound, InvalidInput
-from executor_mcp.records.integrations import BUILT_IN_SLUG, OPENAPI, AuthMethod, IntegrationRecord
+from executor_mcp.records.integrations import BUILT_IN_SLUG, GRAPHQL, MCP, OPENAPI, AuthMethod, IntegrationRecord
 from executor_mcp.tools.connected import create_handoff
 from executor_mcp.tools.typescript import signature
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.bodies import BodyRefused, read_json_object
+from executor_mcp.transport.discovery import API_PREFIX
 
-API_PREFIX = "/api"
 # A management request is a few short fields; a spec route carries a whole OpenAPI document (GitHub's is
 # 13 MB as JSON text, more once escaped into a JSON string).
 MAX_BODY_BYTES = 64 * 1024
 MAX_SPEC_BODY_BYTES = 32 * 1024 * 1024
 # 32 MiB at `/mcp`'s pace (3.2 Mbit/s) would take 80 s: a spec upload gets longer than other bodies.
 SPEC_BODY_TIMEOUT_SECONDS = 120
-_SPEC_PATHS = re.compile(r"/api/openapi/(?:preview|specs|integrations/[^/]+/spec)")
+_SPEC_PATHS = re.compile(re.escape(API_PREFIX) + r"/openapi/(?:preview|specs|integrations/[^/]+/spec)")
 # Adding a GraphQL integration may carry its whole schema (an SDL document or an introspection snapshot).
-_GRAPHQL_SCHEMA_PATHS = re.compile(r"/api/graphql/integrations")
+_GRAPHQL_SCHEMA_PATHS = re.compile(re.escape(API_PREFIX) + r"/graphql/integrations")
 _WITH_BODY = frozenset({"POST", "PATCH"})
 _TRUE = frozenset({"", "1", "true", "yes"})
 _REQUEST_TAGS = {
@@ -236,40 +238,40 @@ class IntegrationsApi:
         return {"removed": True}
 
     async def _detect(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
-        return await self._integrations.detect(principal, body.get("url"))
+        return await OpenApiSpecs(self._integrations).detect(principal, body.get("url"))
 
     # -- connections ---------------------------------------------------------------------------------
 
     async def _list_connections(self, principal: Principal, body: JsonObject) -> list[JsonObject]:
-        records = await self._integrations.connections(
+        records = await self._integrations.connections.visible(
             principal, request.args.get("integration") or None, request.args.get("owner") or None
         )
         return [connection_json(record) for record in records]
 
     async def _create_connection(self, principal: Principal, body: JsonObject) -> JsonObject:
-        return connection_json(await self._integrations.create_connection(principal, body, pasted=True))
+        return connection_json(await self._integrations.connections.create(principal, body, pasted=True))
 
     async def _get_connection(
         self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
     ) -> JsonObject:
-        return connection_json(await self._integrations.connection(principal, owner, integration, name))
+        return connection_json(await self._integrations.connections.get(principal, owner, integration, name))
 
     async def _patch_connection(
         self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
     ) -> JsonObject:
-        return connection_json(await self._integrations.patch_connection(principal, owner, integration, name, body))
+        return connection_json(await self._integrations.connections.patch(principal, owner, integration, name, body))
 
     async def _remove_connection(
         self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
     ) -> JsonObject:
-        await self._integrations.remove_connection(principal, owner, integration, name)
+        await self._integrations.connections.remove(principal, owner, integration, name)
         return {"removed": True}
 
     async def _refresh_connection(
         self, principal: Principal, body: JsonObject, owner: str, integration: str, name: str
     ) -> list[JsonObject]:
         return [
-            tool_row(entry) for entry in await self._integrations.connection_tools(principal, owner, integration, name)
+            tool_row(entry) for entry in await self._integrations.connections.tools(principal, owner, integration, name)
         ]
 
     # -- connect links -------------------------------------------------------------------------------
@@ -328,10 +330,10 @@ class IntegrationsApi:
     # -- providers -----------------------------------------------------------------------------------
 
     async def _providers(self, principal: Principal, body: JsonObject) -> list[str]:
-        return await self._integrations.providers(principal)
+        return await self._integrations.connections.providers(principal)
 
     async def _provider_items(self, principal: Principal, body: JsonObject, key: str) -> list[JsonObject]:
-        items = await self._integrations.provider_items(principal, key)
+        items = await self._integrations.connections.provider_items(principal, key)
         return [{"id": item.id, "name": item.name} for item in items]
 
     # -- OpenAPI -------------------------------------------------------------------------------------
@@ -339,10 +341,10 @@ class IntegrationsApi:
     async def _preview(self, principal: Principal, body: JsonObject) -> JsonObject:
         raw = request.args.get("toolNames") or ""
         names = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 3 else 0
-        return await self._integrations.preview_openapi(principal, body, tool_names=names)
+        return await OpenApiSpecs(self._integrations).preview(principal, body, tool_names=names)
 
     async def _add_spec(self, principal: Principal, body: JsonObject) -> JsonObject:
-        record, count = await self._integrations.add_openapi(principal, body)
+        record, count = await self._integrations.add(principal, OPENAPI, body)
         return {"slug": record.slug, "toolCount": count}
 
     async def _openapi_summary(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject | None:
@@ -366,7 +368,7 @@ class IntegrationsApi:
 
     async def _openapi_config(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
         record = await self._integrations.integration(principal, slug)
-        config = {
+        config: JsonObject = {
             key: record.config[key] for key in ("specUrl", "baseUrl", "headers", "queryParams") if key in record.config
         }
         if "specUrl" in config and not principal.org_admin:
@@ -374,29 +376,29 @@ class IntegrationsApi:
         return {**config, "authenticationTemplate": [method_json(method) for method in record.auth_methods]}
 
     async def _configure(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
-        record = await self._integrations.configure_openapi(principal, slug, body)
+        record = await self._integrations.configure(principal, slug, OPENAPI, body)
         return {"authenticationTemplate": [method_json(method) for method in record.auth_methods]}
 
     async def _update_spec(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
-        return await self._integrations.update_openapi_spec(principal, slug, body)
+        return await OpenApiSpecs(self._integrations).update(principal, slug, body)
 
     # -- GraphQL -------------------------------------------------------------------------------------
 
     async def _add_graphql(self, principal: Principal, body: JsonObject) -> JsonObject:
-        record, count = await self._integrations.add_graphql(principal, body)
+        record, count = await self._integrations.add(principal, GRAPHQL, body)
         return {"slug": record.slug, "toolCount": count}
 
     async def _graphql_summary(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject | None:
         try:
-            return graphql_wire.summary(await self._integrations.graphql_integration(principal, slug), principal)
+            return graphql_wire.summary(await self._integrations.integration(principal, slug, GRAPHQL), principal)
         except IntegrationNotFound:
             return None
 
     async def _graphql_config(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
-        return graphql_config(await self._integrations.graphql_integration(principal, slug), principal)
+        return graphql_config(await self._integrations.integration(principal, slug, GRAPHQL), principal)
 
     async def _configure_graphql(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
-        return graphql_config(await self._integrations.configure_graphql(principal, slug, body), principal)
+        return graphql_config(await self._integrations.configure(principal, slug, GRAPHQL, body), principal)
 
     # -- MCP servers ---------------------------------------------------------------------------------
 
@@ -416,7 +418,7 @@ class IntegrationsApi:
         return await self._mcp().probe(principal, body)
 
     async def _mcp_add(self, principal: Principal, body: JsonObject) -> JsonObject:
-        record, count = await self._mcp().add(principal, body)
+        record, count = await self._integrations.add(principal, MCP, body)
         return {"slug": record.slug, "toolCount": count}
 
     async def _mcp_get(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject | None:
@@ -431,14 +433,14 @@ class IntegrationsApi:
         return Response(b"", status=204)
 
     async def _mcp_configure(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
-        record = await self._mcp().configure(principal, slug, body)
+        record = await self._integrations.configure(principal, slug, MCP, body)
         return server_json(record, admin=principal.org_admin)
 
 
 def graphql_config(record: IntegrationRecord, principal: Principal) -> JsonObject:
     """A GraphQL integration's config: its endpoint, static headers and query parameters, where its schema
     comes from (`snapshot` or each `connection`), and its auth methods."""
-    config = {key: record.config[key] for key in ("headers", "queryParams") if key in record.config}
+    config: JsonObject = {key: record.config[key] for key in ("headers", "queryParams") if key in record.config}
     return {
         "endpoint": graphql_wire.endpoint_for(record, principal),
         **config,
@@ -509,7 +511,7 @@ def referenced_definitions(schemas: Iterable[Any], defs: Mapping[str, Any]) -> J
         if isinstance(node, dict):
             ref = node.get("$ref")
             prefix = next((p for p in _DEF_REFS if isinstance(ref, str) and ref.startswith(p)), None)
-            if prefix is not None:
+            if isinstance(ref, str) and prefix is not None:
                 name = ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
                 if name in defs and name not in found:
                     found[name] = defs[name]

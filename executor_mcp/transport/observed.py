@@ -37,6 +37,7 @@ from executor_mcp.logs import (
 )
 from executor_mcp.observability.health import Health, Readiness
 from executor_mcp.observability.metrics import CONTENT_TYPE, Metrics
+from executor_mcp.protocol.http import HeaderLookup
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import AsgiApp
 
@@ -117,7 +118,7 @@ class NotedAuthenticator:
     def __init__(self, inner: Authenticator) -> None:
         self._inner = inner
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+    async def authenticate(self, headers: HeaderLookup) -> Principal:
         principal = await self._inner.authenticate(headers)
         note(account=principal.account_id, org=principal.org_id)
         return principal

@@ -16,9 +16,9 @@ from quart import Quart, Response
 
 from executor_mcp.auth.principal import Authenticator
 from executor_mcp.sessions.manager import Listed, SessionManager
+from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.json_answers import admitted, json_error, json_ok
 
-API_PREFIX = "/api"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 

@@ -16,19 +16,27 @@ lines are serialized. `initialize` is served before the next line is read, so th
 session. The end of input ends the bridge; the server's shutdown then answers what is still in flight.
 """
 
+import io
 import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import trio
 
 from executor_mcp.codec import dumps
 from executor_mcp.protocol.errors import MAX_BODY_BYTES, Code
-from executor_mcp.protocol.jsonrpc import encode, error_response
-from executor_mcp.protocol.modern import META_VERSION, METHOD_HEADER, NAME_HEADER, NAMED, SESSION_HEADER, VERSION_HEADER
+from executor_mcp.protocol.jsonrpc import encode_message, error_response
+from executor_mcp.protocol.stateless import (
+    META_VERSION,
+    METHOD_HEADER,
+    NAME_HEADER,
+    NAMED,
+    SESSION_HEADER,
+    VERSION_HEADER,
+)
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import AsgiApp
 from executor_mcp.transport.discovery import MCP_PATH
@@ -38,7 +46,9 @@ log = logging.getLogger(__name__)
 # What the bridge says it listens on (the browser guard checks a request's Host against it); nothing listens.
 STDIO_URL = "http://localhost"
 MAX_LINE_BYTES = MAX_BODY_BYTES
-TOO_LONG = dumps(encode(error_response(None, Code.PARSE_ERROR, "Parse error: a message is longer than the limit")))
+TOO_LONG = dumps(
+    encode_message(error_response(None, Code.PARSE_ERROR, "Parse error: a message is longer than the limit"))
+)
 MAX_IN_FLIGHT = 64
 READ_CHUNK = 64 * 1024
 # After the server's shutdown answered what was in flight, how long those answers get to be written.
@@ -49,9 +59,10 @@ class Pipe:
     """Standard input and output as trio sees them: reads and writes run in worker threads, which a
     cancellation abandons (a blocked read of a terminal must not hold the server's shutdown)."""
 
-    def __init__(self, reader: Any = None, writer: Any = None) -> None:
-        self._reader = reader or sys.stdin.buffer
-        self._writer = writer or sys.stdout.buffer
+    def __init__(self) -> None:
+        # A binary standard stream is a `BufferedReader`; typeshed says only `BinaryIO`, which has no `read1`.
+        self._reader = cast(io.BufferedReader, sys.stdin.buffer)
+        self._writer = sys.stdout.buffer
 
     async def read(self) -> bytes:
         return await trio.to_thread.run_sync(self._reader.read1, READ_CHUNK, abandon_on_cancel=True)
@@ -158,7 +169,7 @@ class StdioBridge:
         params = message.get("params") if isinstance(message, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(META_VERSION) if isinstance(meta, dict) else None
-        if isinstance(version, str) and isinstance(message.get("method"), str):
+        if isinstance(version, str) and isinstance(params, dict) and isinstance(message.get("method"), str):
             # A 2026 request: the headers HTTP would have carried, from its own body.
             method = message["method"]
             headers.update({VERSION_HEADER: version, METHOD_HEADER: method})

@@ -13,7 +13,7 @@ someone else's pause exists.
 
 from quart import Quart, Response
 
-from executor_mcp.execution.runs import Book, Pause
+from executor_mcp.execution.runs import Pause, PendingApprovals
 from executor_mcp.transport.approvals_api import ended_view, pause_view
 from executor_mcp.web.console import Console
 from executor_mcp.web.signin import SignIn
@@ -31,7 +31,7 @@ LED_TO_WORDS = {"completed": "The execution has finished.", "error": "The execut
 
 
 class ApprovalsPages:
-    def __init__(self, console: Console, book: Book) -> None:
+    def __init__(self, console: Console, book: PendingApprovals) -> None:
         self._console = console
         self._book = book
 

@@ -25,12 +25,14 @@ from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Principal
 from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.access import admin_refusal
 from executor_mcp.integrations.graphql.wire import endpoint_for
 from executor_mcp.integrations.mcp.kind import McpKind
 from executor_mcp.integrations.mcp.registration import STDIO
-from executor_mcp.integrations.mcp_servers import server_json
+from executor_mcp.integrations.mcp.servers import server_json
 from executor_mcp.integrations.openapi.auth import describe_methods
-from executor_mcp.integrations.service import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, Integrations, admin_refusal
+from executor_mcp.integrations.service import Integrations
+from executor_mcp.integrations.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 from executor_mcp.integrations.wire import BUILT_IN_JSON, integration_json
 from executor_mcp.records.integration_errors import IntegrationError
 from executor_mcp.records.integrations import (
@@ -45,6 +47,7 @@ from executor_mcp.records.integrations import (
 )
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.typescript import TOOL_DEFINITIONS, signature
+from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.integrations_api import MAX_SPEC_BODY_BYTES, tool_matches
 from executor_mcp.web.console import Console
 from executor_mcp.web.signin import SignIn
@@ -257,12 +260,12 @@ def manage_view(record: IntegrationRecord, principal: Principal, discovers: bool
     slug = urllib.parse.quote(record.slug, safe="")
     if record.kind == OPENAPI:
         refresh = REFRESH_SPEC if record.can_refresh else None
-        return Manage(words, refresh, SOURCE_SPEC, f"/api/openapi/integrations/{slug}/spec")
+        return Manage(words, refresh, SOURCE_SPEC, f"{API_PREFIX}/openapi/integrations/{slug}/spec")
     refresh = REFRESH_CONNECTIONS if discovers else None
     if record.kind == GRAPHQL:
         endpoint = endpoint_for(record, principal) if shown else ""
-        return Manage(words, refresh, SOURCE_ENDPOINT, f"/api/graphql/integrations/{slug}/config", endpoint)
-    path = f"/api/mcp/servers/{slug}/config"
+        return Manage(words, refresh, SOURCE_ENDPOINT, f"{API_PREFIX}/graphql/integrations/{slug}/config", endpoint)
+    path = f"{API_PREFIX}/mcp/servers/{slug}/config"
     config = record.config
     if config.get("transport") != STDIO:
         return Manage(words, refresh, SOURCE_ENDPOINT, path, str(config.get("endpoint", "")) if shown else "")
@@ -297,7 +300,7 @@ class CatalogPages:
         async def build(visitor: SignIn) -> Response:
             principal = visitor.principal
             summaries = await self._catalog.summaries(principal)
-            counts = Counter(record.integration for record in await self._integrations.connections(principal))
+            counts = Counter(record.integration for record in await self._integrations.connections.visible(principal))
             rows = [
                 IntegrationRow(item["id"], item["name"], item["kind"], item["toolCount"], counts[item["id"]])
                 for item in summaries
@@ -352,7 +355,7 @@ class CatalogPages:
             details = integration_json(record)
             templates = template_views(record)
             connectable = bool(template_choices(record))
-            connections = await self._integrations.connections(principal, slug)
+            connections = await self._integrations.connections.visible(principal, slug)
             manage = manage_view(record, principal, self._integrations.kind(record).discovers(record))
             facts = server_facts(record, principal) if record.kind == MCP else ()
             own = await self._integrations.own_catalog(record)
@@ -400,7 +403,7 @@ class CatalogPages:
         async def build(visitor: SignIn) -> Response:
             principal = visitor.principal
             records = await self._integrations.integrations(principal)
-            connections = await self._integrations.connections(principal)
+            connections = await self._integrations.connections.visible(principal)
             choices = {
                 record.slug: {"name": record.name, "templates": [choice.json() for choice in template_choices(record)]}
                 for record in records

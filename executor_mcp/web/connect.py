@@ -24,6 +24,7 @@ from quart import Quart, Response, request
 
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.integrations.addresses import connection_identifier
+from executor_mcp.integrations.connections import check_connection_request
 from executor_mcp.integrations.handoff import (
     CONNECT_PATH,
     Handoff,
@@ -32,7 +33,7 @@ from executor_mcp.integrations.handoff import (
     free_name,
     handoff_id,
 )
-from executor_mcp.integrations.service import Integrations, check_connection_request
+from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.wire import connection_json
 from executor_mcp.protocol.errors import BODY_TIMEOUT_SECONDS
 from executor_mcp.records.integration_errors import IntegrationError
@@ -151,7 +152,7 @@ class ConnectPage:
         if self._book.redeem(token) is None:
             return _error(404, NOT_VALID)
         try:
-            record = await self._integrations.create_connection(handoff.principal, wanted, pasted=True)
+            record = await self._integrations.connections.create(handoff.principal, wanted, pasted=True)
         except IntegrationError as error:
             log.info("handoff %s used, but its connection was refused: %s", handoff_id(token), error.tag)
             return _error(error.status, error.message)
@@ -168,7 +169,9 @@ class ConnectPage:
         return None if method is None or not method.inputs else (integration, method)
 
     async def _taken(self, handoff: Handoff) -> list[str]:
-        connections = await self._integrations.connections(handoff.principal, handoff.integration, handoff.owner)
+        connections = await self._integrations.connections.visible(
+            handoff.principal, handoff.integration, handoff.owner
+        )
         return [connection.name for connection in connections]
 
 

@@ -20,17 +20,18 @@ pages out, and the token keeps out anything that got past both.
 import logging
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL, Authenticator, BearerAuth, Principal
 from executor_mcp.protocol.errors import Refusal, Refused
-from executor_mcp.storage.control import ControlPlane
+from executor_mcp.protocol.http import HeaderLookup
+from executor_mcp.storage.interfaces import SignInStore
 from executor_mcp.storage.records import ConsoleLinkRecord
 from executor_mcp.transport.browser import BrowserGuard
-from executor_mcp.transport.discovery import MCP_PATH, PublicUrl
+from executor_mcp.transport.discovery import API_PREFIX, MCP_PATH, PublicUrl
 from executor_mcp.transport.json_answers import json_body, json_error, json_ok
 from executor_mcp.web.render import STATIC_PREFIX, Asset, load_assets, page_headers, render
 from executor_mcp.web.signin import (
@@ -70,13 +71,13 @@ SECTIONS = (
     ("audit", "/audit", "Audit", "Recent tool calls: who made them, what was decided, how they ended"),
 )
 NAV = tuple((key, href, label) for key, href, label, _ in SECTIONS)
-_NOT_CONSOLE = ("/api/", "/.well-known/")
+_NOT_CONSOLE = (API_PREFIX + "/", "/.well-known/")
 
 
 def is_console_path(path: str) -> bool:
     """Console answers carry no CORS headers: no other origin has any business reading them. Everything but
     the MCP endpoint, the JSON API and the discovery documents is the console's."""
-    return path != MCP_PATH and path != "/api" and not path.startswith(_NOT_CONSOLE)
+    return path != MCP_PATH and path != API_PREFIX and not path.startswith(_NOT_CONSOLE)
 
 
 PageBuilder = Callable[[SignIn], Awaitable[Response]]
@@ -85,14 +86,14 @@ PageBuilder = Callable[[SignIn], Awaitable[Response]]
 class Console:
     def __init__(
         self,
-        control: ControlPlane,
+        sign_ins: SignInStore,
         key: bytes,
         bearer: BearerAuth | None,
         browser: BrowserGuard,
         public: PublicUrl,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._control = control
+        self._sign_ins = sign_ins
         self._key = key
         self._bearer = bearer  # None with `--auth none`
         self._browser = browser
@@ -110,7 +111,7 @@ class Console:
 
     # -- who is asking -------------------------------------------------------------------------------
 
-    async def visitor(self, headers: Mapping[str, str]) -> SignIn | None:
+    async def visitor(self, headers: HeaderLookup) -> SignIn | None:
         """The signed-in visitor a request's cookie names, if its sign-in still holds. A sign-in made for one
         auth mode means nothing in the other. `Refused` (503) only when the control plane cannot tell now."""
         sign_in = unseal(self._key, cookie_value(headers.get("cookie")), self._clock())
@@ -130,24 +131,24 @@ class Console:
     def csrf(self, visitor: SignIn) -> str:
         return csrf_token(self._key, visitor)
 
-    def csrf_presented(self, visitor: SignIn, headers: Mapping[str, str]) -> bool:
+    def csrf_presented(self, visitor: SignIn, headers: HeaderLookup) -> bool:
         return csrf_valid(self._key, visitor, headers.get(CSRF_HEADER))
 
-    def change_refusal(self, headers: Mapping[str, str], visitor: SignIn | None) -> Refusal | None:
+    def change_refusal(self, headers: HeaderLookup, visitor: SignIn | None) -> Refusal | None:
         """Why a page's change may not be made: not from this server's own origin, or (for a visitor) without
         the visitor's CSRF token. Browsers send `Origin` with every POST, so a change without one is refused."""
         if headers.get("origin") is None:
             return Refusal.FORBIDDEN_ORIGIN
         return self.visit_refusal(headers, visitor) if visitor is not None else self._origin_refusal(headers)
 
-    def visit_refusal(self, headers: Mapping[str, str], visitor: SignIn) -> Refusal | None:
+    def visit_refusal(self, headers: HeaderLookup, visitor: SignIn) -> Refusal | None:
         """Why a visitor's script request may not be served: another origin named in `Origin` (a browser
         names it on every change and on every cross-origin read), or no CSRF token of this visitor."""
         if (refusal := self._origin_refusal(headers)) is not None:
             return refusal
         return None if self.csrf_presented(visitor, headers) else Refusal.CSRF_INVALID
 
-    def _origin_refusal(self, headers: Mapping[str, str]) -> Refusal | None:
+    def _origin_refusal(self, headers: HeaderLookup) -> Refusal | None:
         origin = headers.get("origin")
         return Refusal.FORBIDDEN_ORIGIN if origin is not None and not self._browser.origin_allowed(origin) else None
 
@@ -265,7 +266,7 @@ class Console:
         if (refusal := self.change_refusal(request.headers, None)) is not None:
             return json_error(refusal.value.status, refusal.value.message)
         now = self._clock()
-        record = await self._control.take_console_link(link_digest(token), now) if len(token) <= 256 else None
+        record = await self._sign_ins.take_console_link(link_digest(token), now) if len(token) <= 256 else None
         if record is None:
             return json_error(404, "This sign-in link is not valid: it is unknown, has expired or was already used")
         assert self._bearer is not None
@@ -301,7 +302,7 @@ class ConsoleCredentials:
         self._console = console
         self._bearer = bearer
 
-    async def authenticate(self, headers: Mapping[str, str]) -> Principal:
+    async def authenticate(self, headers: HeaderLookup) -> Principal:
         if "authorization" in headers or cookie_value(headers.get("cookie")) is None:
             return await self._bearer.authenticate(headers)
         visitor = await self._console.visitor(headers)
@@ -313,7 +314,7 @@ class ConsoleCredentials:
         return visitor.principal
 
 
-async def new_link(control: ControlPlane, principal: Principal, now: float, seconds: float) -> str:
+async def new_link(sign_ins: SignInStore, principal: Principal, now: float, seconds: float) -> str:
     """A one-time sign-in link's token for `principal` (the control plane keeps only its digest)."""
     token = new_link_token()
     record = ConsoleLinkRecord(
@@ -323,7 +324,7 @@ async def new_link(control: ControlPlane, principal: Principal, now: float, seco
         created_at=now,
         expires_at=now + seconds,
     )
-    await control.put_console_link(link_digest(token), record, now)
+    await sign_ins.put_console_link(link_digest(token), record, now)
     return token
 
 

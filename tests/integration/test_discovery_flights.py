@@ -11,7 +11,7 @@ import trio.testing
 from executor_mcp.config import Settings
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.service import Integrations
-from executor_mcp.records.integrations import ConnectionRecord
+from executor_mcp.records.integrations import GRAPHQL, ConnectionRecord
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
 from tests.graphql_upstream import TOKEN, GraphqlShop
@@ -67,8 +67,8 @@ async def connected(nursery: trio.Nursery, integrations: Integrations) -> tuple[
     gated.gate.set()
     gated.shop.upstream = await start_upstream(nursery, gated.respond)
     body = {"endpoint": gated.shop.url, "slug": "shop", "name": "Shop", "authenticationTemplate": BEARER}
-    integration, _ = await integrations.add_graphql(ADMIN, body)
-    connection = await integrations.create_connection(
+    integration, _ = await integrations.add(ADMIN, GRAPHQL, body)
+    connection = await integrations.connections.create(
         ADMIN,
         {"owner": "org", "name": "main", "integration": "shop", "template": "bearer", "value": TOKEN},
         pasted=True,
@@ -88,7 +88,7 @@ async def test_a_joiner_of_a_cancelled_discovery_lists_the_tools_itself(
 
     async def join() -> None:
         try:
-            outcomes.append(await integrations.discover(integration, connection))
+            outcomes.append(await integrations.discoveries.discover(integration, connection))
         except Exception as failure:
             outcomes.append(failure)
 
@@ -96,7 +96,7 @@ async def test_a_joiner_of_a_cancelled_discovery_lists_the_tools_itself(
 
     async def lead() -> None:
         with first:
-            await integrations.discover(integration, connection)
+            await integrations.discoveries.discover(integration, connection)
 
     async with trio.open_nursery() as inner:
         inner.start_soon(lead)
@@ -119,11 +119,11 @@ async def test_a_connection_re_created_with_a_new_credential_is_listed_with_it_n
     replaced: list[ConnectionRecord] = []
 
     async def refresh_with_the_old_credential() -> None:
-        assert (await integrations.discover(integration, connection)).sync_error is None
+        assert (await integrations.discoveries.discover(integration, connection)).sync_error is None
 
     async def re_create() -> None:
         body = {"owner": "org", "name": "main", "integration": "shop", "template": "bearer", "value": "expired"}
-        replaced.append(await integrations.create_connection(ADMIN, body, pasted=True))
+        replaced.append(await integrations.connections.create(ADMIN, body, pasted=True))
 
     async with trio.open_nursery() as inner:
         inner.start_soon(refresh_with_the_old_credential)
@@ -131,7 +131,7 @@ async def test_a_connection_re_created_with_a_new_credential_is_listed_with_it_n
         inner.start_soon(re_create)
         await trio.testing.wait_all_tasks_blocked()
         gated.gate.set()
-    stored = await control.get_connection("o-1", "org", "", "shop", "main")
+    stored = await control.catalog.get_connection("o-1", "org", "", "shop", "main")
     assert stored is not None
     assert stored.updated_at == replaced[0].updated_at
     # The new credential was sent and refused: that is what the connection says, not the old one's success.
@@ -147,11 +147,11 @@ async def test_a_refresh_queued_before_the_endpoint_moved_introspects_the_new_en
     old.gate.set()
     moved = GatedShop()
     moved.shop.upstream = await start_upstream(nursery, moved.respond)
-    await integrations.configure_graphql(ADMIN, "shop", {"endpoint": moved.shop.url})
+    await integrations.configure(ADMIN, "shop", GRAPHQL, {"endpoint": moved.shop.url})
     old.arrived = moved.arrived  # whichever endpoint is introspected first ends the wait
-    integrations.mark_stale(integration, connection)  # as a call made before the move would
+    integrations.discoveries.mark_stale(integration, connection)  # as a call made before the move would
     async with trio.open_nursery() as inner:
-        inner.start_soon(integrations.refresh_stale)
+        inner.start_soon(integrations.discoveries.refresh_stale)
         with trio.fail_after(HANG):
             await moved.arrived.wait()
         inner.cancel_scope.cancel()
@@ -168,11 +168,11 @@ async def test_moving_the_endpoint_relists_a_connection_on_its_owner_s_next_read
     moved.gate.set()
     moved.shop.upstream = await start_upstream(nursery, moved.respond)
     async with trio.open_nursery() as inner:
-        inner.start_soon(integrations.refresh_stale)
+        inner.start_soon(integrations.discoveries.refresh_stale)
         await integrations.view(ADMIN)
         await trio.testing.wait_all_tasks_blocked()
         assert moved.waiting == 0  # listed just now: not due
-        await integrations.configure_graphql(ADMIN, "shop", {"endpoint": moved.shop.url})
+        await integrations.configure(ADMIN, "shop", GRAPHQL, {"endpoint": moved.shop.url})
         await integrations.view(ADMIN)
         with trio.fail_after(HANG):
             await moved.arrived.wait()

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import trio
 
-from executor_mcp.integrations.service import MAX_CONNECTIONS_PER_INTEGRATION
+from executor_mcp.integrations.connections import MAX_CONNECTIONS_PER_INTEGRATION
 from tests.auth_support import SECRET as HS256_KEY
 from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, start_server

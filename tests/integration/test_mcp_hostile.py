@@ -10,6 +10,7 @@ import pytest
 import trio
 from hypercorn.config import Config
 
+from executor_mcp.config import Settings
 from executor_mcp.integrations.kinds import Discovery
 from executor_mcp.integrations.mcp.kind import McpKind
 from executor_mcp.integrations.mcp.protocol import MAX_PAGES
@@ -80,7 +81,7 @@ def discovery(endpoint: str, transport: str = "streamable-http") -> Discovery:
 
 
 async def discover(endpoint: str, transport: str = "streamable-http") -> bytes:
-    settings = OutboundSettings(allow_local_network=True, max_response_bytes=MAX_BYTES)
+    settings = OutboundSettings.of(Settings(allow_local_network=True, integration_max_response_bytes=MAX_BYTES))
     async with Outbound(settings) as outbound:
         kind = McpKind(outbound, max_source_bytes=1_000_000)
         try:
@@ -109,7 +110,7 @@ async def test_a_listing_that_pages_forever_stops_at_the_page_bound(base: str) -
 
 @pytest.mark.parametrize("path", ["/deep", "/nan"])
 async def test_json_python_cannot_take_or_give_back_is_a_failed_discovery(base: str, path: str) -> None:
-    settings = OutboundSettings(allow_local_network=True, max_response_bytes=1_000_000)
+    settings = OutboundSettings.of(Settings(allow_local_network=True, integration_max_response_bytes=1_000_000))
     async with Outbound(settings) as outbound:
         kind = McpKind(outbound, max_source_bytes=1_000_000)
         with trio.fail_after(10), pytest.raises(DiscoveryFailed) as failed:

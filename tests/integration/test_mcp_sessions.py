@@ -11,6 +11,7 @@ import attrs
 import pytest
 import trio
 
+from executor_mcp.config import Settings
 from executor_mcp.integrations.kinds import Invocation
 from executor_mcp.integrations.mcp.kind import McpKind, Target
 from executor_mcp.integrations.mcp.protocol import METHOD_NOT_FOUND, ServerRefused
@@ -36,7 +37,7 @@ STDIO_CONFIG = {"transport": "stdio", "command": sys.executable, "args": [str(ST
 
 @pytest.fixture
 async def kind() -> AsyncIterator[McpKind]:
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
         mcp = McpKind(outbound, allow_stdio=True, max_source_bytes=1_000_000)
         try:
             yield mcp

@@ -6,9 +6,12 @@ from typing import Any
 import trio
 
 from executor_mcp.codec import converter
+from executor_mcp.config import DEFAULT_MAX_SPEC_BYTES, Settings
+from executor_mcp.integrations.compiling import Compiler
 from executor_mcp.integrations.kinds import Invocation
 from executor_mcp.integrations.openapi.binding import Binding, MediaType, Parameter, RequestBody
 from executor_mcp.integrations.openapi.kind import OpenApiKind
+from executor_mcp.integrations.openapi.sources import SpecSources
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.records.integrations import AuthMethod, ConnectionRecord, IntegrationRecord, Placement, ToolDef
 from tests.recording_upstream import Received, Reply, start_upstream
@@ -82,6 +85,11 @@ async def invoke(
     )
 
 
+def openapi_kind(outbound: Outbound) -> OpenApiKind:
+    sources = SpecSources(outbound, Compiler(), max_source_bytes=DEFAULT_MAX_SPEC_BYTES, max_operations=10_000)
+    return OpenApiKind(outbound, sources)
+
+
 async def echo(received: Received, reply: Reply) -> None:
     body = json.dumps({"path": received.target, "auth": received.header("authorization")}).encode()
     await reply.send(200, [("content-type", "application/json")], body)
@@ -89,8 +97,8 @@ async def echo(received: Received, reply: Reply) -> None:
 
 async def test_a_call_reaches_the_upstream_with_auth_that_agents_cannot_override(nursery: trio.Nursery) -> None:
     upstream = await start_upstream(nursery, echo)
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
-        kind = OpenApiKind(outbound)
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
+        kind = openapi_kind(outbound)
         result = await invoke(kind, upstream.origin, GET_ITEM, {"itemId": "a b/c", "Authorization": "Bearer agent"})
     [received] = upstream.received
     assert received.target == "/items/a%20b%2Fc?v=2"
@@ -103,8 +111,8 @@ async def test_a_call_reaches_the_upstream_with_auth_that_agents_cannot_override
 
 async def test_unknown_arguments_are_refused_and_nothing_is_sent(nursery: trio.Nursery) -> None:
     upstream = await start_upstream(nursery, echo)
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
-        kind = OpenApiKind(outbound)
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
+        kind = openapi_kind(outbound)
         result = await invoke(kind, upstream.origin, GET_ITEM, {"itemId": "2", "doesNotExist": "nope"})
         try:
             kind.check_arguments(tool(GET_ITEM), {"itemId": "2", "doesNotExist": "nope"})
@@ -119,8 +127,8 @@ async def test_unknown_arguments_are_refused_and_nothing_is_sent(nursery: trio.N
 
 async def test_a_missing_credential_sends_nothing(nursery: trio.Nursery) -> None:
     upstream = await start_upstream(nursery, echo)
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
-        result = await invoke(OpenApiKind(outbound), upstream.origin, GET_ITEM, {"itemId": "1"}, token=None)
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
+        result = await invoke(openapi_kind(outbound), upstream.origin, GET_ITEM, {"itemId": "1"}, token=None)
     assert result["error"]["code"] == "connection_value_missing"
     assert result["error"]["details"]["category"] == "authentication"
     assert upstream.received == []
@@ -128,8 +136,8 @@ async def test_a_missing_credential_sends_nothing(nursery: trio.Nursery) -> None
 
 async def test_an_unknown_template_goes_out_unauthenticated(nursery: trio.Nursery) -> None:
     upstream = await start_upstream(nursery, echo)
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
-        result = await invoke(OpenApiKind(outbound), upstream.origin, GET_ITEM, {"itemId": "1"}, template="apiKey")
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
+        result = await invoke(openapi_kind(outbound), upstream.origin, GET_ITEM, {"itemId": "1"}, template="apiKey")
     assert result["ok"] is True
     assert upstream.received[0].header("authorization") is None
 
@@ -139,9 +147,9 @@ async def test_a_form_body_and_an_upstream_rejection(nursery: trio.Nursery) -> N
         await reply.send(401, [("content-type", "application/json")], b'{"error":{"message":"invalid token"}}')
 
     upstream = await start_upstream(nursery, reject)
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
         result = await invoke(
-            OpenApiKind(outbound), upstream.origin, CREATE, {"body": {"a": "x y&z", "tags": ["p", "q"]}}
+            openapi_kind(outbound), upstream.origin, CREATE, {"body": {"a": "x y&z", "tags": ["p", "q"]}}
         )
     assert upstream.received[0].body == b"a=x%20y%26z&tags=p&tags=q"
     assert upstream.received[0].header("content-type") == "application/x-www-form-urlencoded"
@@ -151,8 +159,8 @@ async def test_a_form_body_and_an_upstream_rejection(nursery: trio.Nursery) -> N
 
 async def test_transport_failures_are_values_and_the_guard_applies(nursery: trio.Nursery) -> None:
     upstream = await start_upstream(nursery, echo)
-    async with Outbound() as outbound:
-        result = await invoke(OpenApiKind(outbound), upstream.origin, GET_ITEM, {"itemId": "1"})
+    async with Outbound(OutboundSettings.of(Settings())) as outbound:
+        result = await invoke(openapi_kind(outbound), upstream.origin, GET_ITEM, {"itemId": "1"})
     assert result == {
         "ok": False,
         "error": {
@@ -165,8 +173,8 @@ async def test_transport_failures_are_values_and_the_guard_applies(nursery: trio
 
 
 async def test_bindings_are_structured_once_per_tool(nursery: trio.Nursery) -> None:
-    async with Outbound(OutboundSettings(allow_local_network=True)) as outbound:
-        kind = OpenApiKind(outbound)
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=True))) as outbound:
+        kind = openapi_kind(outbound)
         definition = tool(GET_ITEM)
         assert kind.binding(definition) is kind.binding(definition)
         assert kind.binding(definition) == GET_ITEM

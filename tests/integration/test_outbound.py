@@ -5,14 +5,16 @@ import json
 import logging
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
+from executor_mcp.config import Settings
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
 from tests.recording_upstream import Received, Reply, free_port, start_upstream
 
-LOCAL = OutboundSettings(allow_local_network=True)
+LOCAL = OutboundSettings.of(Settings(allow_local_network=True))
 
 
 def get(url: str, **fields: Any) -> OutboundRequest:
@@ -57,7 +59,7 @@ async def test_no_headers_within_the_deadline_is_a_headers_timeout(nursery: trio
         await trio.sleep_forever()
 
     upstream = await start_upstream(nursery, stall)
-    async with Outbound(OutboundSettings(allow_local_network=True, headers_timeout=0.2)) as outbound:
+    async with Outbound(attrs.evolve(LOCAL, headers_timeout=0.2)) as outbound:
         failure = await failure_of(outbound, get(f"{upstream.origin}/logs"))
     assert failure.code == "upstream_response_headers_timeout"
     assert failure.message.startswith("Upstream returned no response headers within 200ms. The endpoint may be")
@@ -70,7 +72,7 @@ async def test_a_body_that_does_not_finish_is_a_body_timeout(nursery: trio.Nurse
         await trio.sleep_forever()
 
     upstream = await start_upstream(nursery, trickle)
-    async with Outbound(OutboundSettings(allow_local_network=True, body_timeout=0.2)) as outbound:
+    async with Outbound(attrs.evolve(LOCAL, body_timeout=0.2)) as outbound:
         failure = await failure_of(outbound, get(f"{upstream.origin}/slow"))
     assert failure.code == "upstream_response_body_timeout"
     assert failure.message.startswith("Upstream response body did not finish within 200ms. The request was aborted.")
@@ -88,7 +90,7 @@ async def test_a_body_over_the_cap_is_refused(nursery: trio.Nursery, declared: b
         await reply.end()
 
     upstream = await start_upstream(nursery, big)
-    async with Outbound(OutboundSettings(allow_local_network=True, max_response_bytes=4096)) as outbound:
+    async with Outbound(attrs.evolve(LOCAL, max_response_bytes=4096)) as outbound:
         failure = await failure_of(outbound, get(f"{upstream.origin}/big"))
         assert failure.code == "upstream_response_too_large"
         assert "4096 bytes" in failure.message
@@ -111,7 +113,7 @@ async def test_a_gzip_body_is_decoded_and_a_gzip_bomb_stops_at_the_cap(nursery: 
         await reply.send(200, [("content-type", "application/json"), ("content-encoding", "gzip")], body)
 
     upstream = await start_upstream(nursery, answer)
-    async with Outbound(OutboundSettings(allow_local_network=True, max_response_bytes=1024 * 1024)) as outbound:
+    async with Outbound(attrs.evolve(LOCAL, max_response_bytes=1024 * 1024)) as outbound:
         small = await outbound.send(get(f"{upstream.origin}/small"))
         assert json.loads(small.body) == {"small": True}
         failure = await failure_of(outbound, get(f"{upstream.origin}/bomb"))
@@ -149,7 +151,7 @@ async def test_an_ndjson_stream_is_cut_at_the_byte_cap(nursery: trio.Nursery) ->
         await reply.end()
 
     upstream = await start_upstream(nursery, lines)
-    settings = OutboundSettings(allow_local_network=True, stream_max_bytes=25)
+    settings = attrs.evolve(LOCAL, stream_max_bytes=25)
     async with Outbound(settings) as outbound:
         response = await outbound.send(get(f"{upstream.origin}/events"))
     assert response.stream is not None
@@ -166,7 +168,7 @@ async def test_a_stream_that_idles_is_cut_at_the_time_cap(nursery: trio.Nursery)
         await trio.sleep_forever()
 
     upstream = await start_upstream(nursery, idle)
-    async with Outbound(OutboundSettings(allow_local_network=True, stream_max_seconds=0.2)) as outbound:
+    async with Outbound(attrs.evolve(LOCAL, stream_max_seconds=0.2)) as outbound:
         response = await outbound.send(get(f"{upstream.origin}/logs"))
     assert response.stream is not None
     assert response.stream.truncated
@@ -316,7 +318,7 @@ async def test_a_redirect_to_another_scheme_is_blocked(nursery: trio.Nursery) ->
 )
 async def test_the_guard_blocks_local_destinations_before_connecting(nursery: trio.Nursery, host: str) -> None:
     upstream = await start_upstream(nursery)
-    async with Outbound() as outbound:
+    async with Outbound(OutboundSettings.of(Settings())) as outbound:
         failure = await failure_of(outbound, get(f"http://{host}:{upstream.port}/x?token=SECRET"))
     assert failure.code == "upstream_blocked"
     assert "SECRET" not in failure.message
@@ -331,7 +333,7 @@ async def test_a_name_resolving_to_a_private_address_is_blocked(nursery: trio.Nu
         lookups.append((host, port))
         return ["93.184.216.34", "127.0.0.1"]  # one public answer does not excuse a private one
 
-    async with Outbound(resolver=resolver) as outbound:
+    async with Outbound(OutboundSettings.of(Settings()), resolver=resolver) as outbound:
         failure = await failure_of(outbound, get(f"http://rebind.test:{upstream.port}/x"))
     assert failure.code == "upstream_blocked"
     assert failure.message == (
@@ -410,7 +412,7 @@ async def test_fetch_gets_a_document_and_names_a_non_2xx_status(nursery: trio.Nu
 
 async def test_fetch_is_guarded_too(nursery: trio.Nursery) -> None:
     upstream = await start_upstream(nursery)
-    async with Outbound() as outbound:
+    async with Outbound(OutboundSettings.of(Settings())) as outbound:
         with pytest.raises(OutboundFailure) as caught:
             await outbound.fetch(f"{upstream.origin}/openapi.json")
     assert caught.value.code == "upstream_blocked"

@@ -6,6 +6,7 @@ from typing import Any
 import attrs
 import trio
 
+from executor_mcp.config import Settings
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.journal import Head, Journal, Step, summary
 from executor_mcp.execution.limits import Limits
@@ -30,7 +31,9 @@ class KeptInMemory:
 
 
 async def test_a_replay_past_the_cpu_budget_ends_with_the_cpu_limit() -> None:
-    head = Head(code=BURN, limits=Limits(cpu=BUDGET), seed=(1, 2, 3, 4), epoch=1.7e12, mode="model")
+    head = Head(
+        code=BURN, limits=attrs.evolve(Limits.of(Settings()), cpu=BUDGET), seed=(1, 2, 3, 4), epoch=1.7e12, mode="model"
+    )
     outbox = summary([{"kind": "call", "id": 1, "path": "a.b", "args": {}}])
     started = Step(at=1.7e9, input={"op": "start"}, clock=[], outbox=outbox, cpu=BUDGET - 0.001)
     keeper = KeptInMemory(Journal("k", head, [started]))
@@ -39,7 +42,7 @@ async def test_a_replay_past_the_cpu_budget_ends_with_the_cpu_limit() -> None:
     async def invoke(call: Any, args: Any) -> Any:
         called.append(call.path)
 
-    pool = WorkerPool(spares=0)
+    pool = WorkerPool(max_workers=Settings().sandbox_workers, spares=0)
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             await nursery.start(pool.run)

@@ -13,6 +13,7 @@ import trio
 from mcp import Client
 
 from executor_mcp.codec import dumps
+from executor_mcp.config import Settings
 from executor_mcp.execution.engine import Engine, Outcome
 from executor_mcp.execution.journal import Journal
 from executor_mcp.execution.limits import Limits
@@ -255,7 +256,7 @@ def step(outbox: Any = (), done: Any = None) -> str:
 DONE = {"ok": True, "result": "1", "text": "1", "logs": [], "emitted": []}
 
 
-HOSTILE_LIMITS = Limits(max_timers=5, max_tool_calls=3)
+HOSTILE_LIMITS = attrs.evolve(Limits.of(Settings()), max_timers=5, max_tool_calls=3)
 
 
 async def run_hostile(replies: list[str], limits: Limits = HOSTILE_LIMITS) -> Outcome:
@@ -265,7 +266,11 @@ async def run_hostile(replies: list[str], limits: Limits = HOSTILE_LIMITS) -> Ou
         calls.append(path)
         await trio.sleep_forever()
 
-    pool = WorkerPool(spares=0, command=[sys.executable, str(HOSTILE_WORKER), json.dumps(replies)])
+    pool = WorkerPool(
+        max_workers=Settings().sandbox_workers,
+        spares=0,
+        command=[sys.executable, str(HOSTILE_WORKER), json.dumps(replies)],
+    )
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             await nursery.start(pool.run)
@@ -356,7 +361,11 @@ def stepped(outbox: Any = (), done: Any = None, clock: Any = ()) -> str:
 
 async def run_journaled(replies: list[str], scratch: Path) -> tuple[Outcome, Journal]:
     (scratch / "replies.json").write_text(json.dumps(replies))
-    pool = WorkerPool(spares=0, command=[sys.executable, str(HOSTILE_WORKER), f"@{scratch / 'replies.json'}"])
+    pool = WorkerPool(
+        max_workers=Settings().sandbox_workers,
+        spares=0,
+        command=[sys.executable, str(HOSTILE_WORKER), f"@{scratch / 'replies.json'}"],
+    )
     engine = Engine(pool, HOSTILE_LIMITS)
     keeper = Unpaused(Journal("k", engine.head("return 1")))
 

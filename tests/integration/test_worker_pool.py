@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import trio
 
+from executor_mcp.config import Settings
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
 from executor_mcp.sandbox.pool import PoolStats, WorkerPool
@@ -25,7 +26,7 @@ async def no_tools(path: str, args: Any) -> Any:
 
 @pytest.fixture
 async def running(nursery: trio.Nursery, request: pytest.FixtureRequest) -> AsyncIterator[WorkerPool]:
-    pool = WorkerPool(**getattr(request, "param", {}))
+    pool = WorkerPool(**{"max_workers": Settings().sandbox_workers, **getattr(request, "param", {})})
     await nursery.start(pool.run)
     yield pool
     nursery.cancel_scope.cancel()
@@ -41,7 +42,7 @@ async def settled(pool: WorkerPool) -> PoolStats:
 
 async def concurrently(pool: WorkerPool, count: int, code: str) -> list[Any]:
     """`count` executions at once; each waits a little so that all of them hold a worker together."""
-    engine = Engine(pool, Limits())
+    engine = Engine(pool, Limits.of(Settings()))
     results: list[Any] = []
 
     async def one() -> None:

@@ -5,10 +5,10 @@ import trio
 import trio.testing
 
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
-from executor_mcp.execution.runs import REMEMBERED, REPLAYS, Answer, Book, Pause
+from executor_mcp.execution.runs import REMEMBERED, REPLAYS, Pause, PendingApprovals
 from executor_mcp.sandbox.slots import FairSlots, SlotQueue
 from executor_mcp.storage.records import Owner
-from executor_mcp.tools.context import Interaction
+from executor_mcp.tools.approval import ApprovalAnswer, Interaction
 
 ALICE = Owner("alice", "acme")
 NAMESAKE = Owner("alice", "evil")
@@ -168,7 +168,7 @@ async def test_a_waiter_cancelled_as_it_is_granted_hands_the_slot_on() -> None:
 
 
 async def test_one_owner_ending_many_pauses_keeps_anothers_replay() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     alice, mallory = Owner("alice", "acme"), Owner("mallory", "evil")
     kept = Pause(id="exec_alice", owner=alice, interaction=Interaction("a.b", "Approve?", {}), expires_at=0, ttl=60)
     book.open(kept)
@@ -177,7 +177,7 @@ async def test_one_owner_ending_many_pauses_keeps_anothers_replay() -> None:
         churn = Pause(id=f"exec_{index}", owner=mallory, interaction=kept.interaction, expires_at=0, ttl=60)
         book.open(churn)
         book.resolve(churn, {"content": []})
-    replay = await book.resume("exec_alice", alice, Answer("accept"))
+    replay = await book.resume("exec_alice", alice, ApprovalAnswer("accept"))
     assert replay["structuredContent"]["result"] == 1
-    stranger = await book.resume("exec_alice", mallory, Answer("accept"))
+    stranger = await book.resume("exec_alice", mallory, ApprovalAnswer("accept"))
     assert stranger["structuredContent"]["status"] == "execution_not_found"

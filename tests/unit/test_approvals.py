@@ -12,17 +12,23 @@ from executor_mcp.execution.results import (
     render_browser_paused,
 )
 from executor_mcp.execution.runs import (
-    AGENT,
-    CONSOLE,
     MAX_LISTED,
-    Answer,
-    Book,
     Ended,
     Pause,
+    PendingApprovals,
     Run,
 )
 from executor_mcp.storage.records import Owner
-from executor_mcp.tools.context import TOOL_DEFAULT, Approval, AskedBy, Interaction, refuse_unless_accepted
+from executor_mcp.tools.approval import (
+    AGENT,
+    CONSOLE,
+    TOOL_DEFAULT,
+    Approval,
+    ApprovalAnswer,
+    AskedBy,
+    Interaction,
+    refuse_unless_accepted,
+)
 from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.transport.approvals_api import already_answered, decided_view, ended_view, pause_view
 
@@ -41,7 +47,7 @@ DONE = {"content": [{"type": "text", "text": "42"}], "structuredContent": {"stat
 REFUSED = {"content": [{"type": "text", "text": "Error: declined"}], "isError": True, "structuredContent": {}}
 
 
-def opened(book: Book, owner: Owner, name: str, created_at: float = 0.0) -> Pause:
+def opened(book: PendingApprovals, owner: Owner, name: str, created_at: float = 0.0) -> Pause:
     pause = Pause(id=name, owner=owner, interaction=ASKED, expires_at=created_at + 60, ttl=60, created_at=created_at)
     book.open(pause)
     return pause
@@ -52,7 +58,7 @@ def a_call() -> ToolCall:
     return ToolCall(1, ASKED.address, lambda: None)
 
 
-async def gate(book: Book, pause: Pause) -> None:
+async def gate(book: PendingApprovals, pause: Pause) -> None:
     """What a run does at its gate: wait for the first answer, go on, and resolve the pause with the result."""
     answer = await pause.answer.wait()
     book.resolve(pause, DONE if answer.action == "accept" else REFUSED)
@@ -103,7 +109,7 @@ def test_the_policy_that_asked_is_a_rule_or_the_tools_own_default() -> None:
 
 
 def test_pending_lists_only_the_owners_unanswered_pauses_newest_first() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     first, second = opened(book, ALICE, "exec_1", 1), opened(book, ALICE, "exec_2", 2)
     opened(book, NAMESAKE, "exec_3")
     opened(book, BOB, "exec_4")
@@ -117,7 +123,7 @@ def test_pending_lists_only_the_owners_unanswered_pauses_newest_first() -> None:
 
 
 def test_a_listing_is_bounded() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     for index in range(MAX_LISTED + 5):
         opened(book, ALICE, f"exec_{index}", index)
     listed = book.pending(ALICE)
@@ -126,7 +132,7 @@ def test_a_listing_is_bounded() -> None:
 
 
 def test_a_strangers_pause_is_not_found_and_stays_unanswered() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     for stranger in (BOB, NAMESAKE):
         assert book.lookup("exec_1", stranger) is None
@@ -140,7 +146,7 @@ def test_a_strangers_pause_is_not_found_and_stays_unanswered() -> None:
 
 
 def test_an_admins_pause_is_not_found_by_the_same_account_without_the_role() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     admin = Owner("alice", "acme", org_admin=True)
     opened(book, admin, "exec_1")
     assert book.pending(ALICE) == []
@@ -149,7 +155,7 @@ def test_an_admins_pause_is_not_found_by_the_same_account_without_the_role() -> 
 
 
 async def test_the_first_decision_wins_and_a_later_one_hears_how_it_went() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     first = book.decide("exec_1", ALICE, "decline")
     second = book.decide("exec_1", ALICE, "accept")
@@ -171,7 +177,7 @@ async def test_the_first_decision_wins_and_a_later_one_hears_how_it_went() -> No
 
 
 async def test_a_decision_then_the_models_resume_replays_the_same_outcome() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(gate, book, pause)
@@ -180,16 +186,16 @@ async def test_a_decision_then_the_models_resume_replays_the_same_outcome() -> N
     assert decided is not None
     assert decided.first
     # The model's own answer comes second: it hears what the first one led to, whatever it says.
-    assert await book.resume("exec_1", ALICE, Answer("decline")) == DONE
+    assert await book.resume("exec_1", ALICE, ApprovalAnswer("decline")) == DONE
     assert await book.resume("exec_1", ALICE, None) == DONE
 
 
 async def test_the_models_answer_first_makes_the_page_hear_it() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(gate, book, pause)
-        assert await book.resume("exec_1", ALICE, Answer("accept")) == DONE
+        assert await book.resume("exec_1", ALICE, ApprovalAnswer("accept")) == DONE
     decided = book.decide("exec_1", ALICE, "decline")
     assert decided is not None
     assert (decided.outcome, decided.by, decided.first) == ("approved", AGENT, False)
@@ -197,7 +203,7 @@ async def test_the_models_answer_first_makes_the_page_hear_it() -> None:
 
 
 async def test_a_browser_resume_waits_for_the_decision() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     results: list[dict] = []
 
@@ -215,7 +221,7 @@ async def test_a_browser_resume_waits_for_the_decision() -> None:
 
 
 async def test_a_browser_resume_of_a_strangers_pause_is_forbidden_and_of_an_expired_one_expired() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     assert (await book.resume("exec_1", BOB, None))["structuredContent"]["status"] == "execution_forbidden"
     book.expire(pause)
@@ -227,7 +233,7 @@ async def test_a_browser_resume_of_a_strangers_pause_is_forbidden_and_of_an_expi
 
 
 async def test_an_ended_pause_remembers_what_answering_led_to() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     first = opened(book, ALICE, "exec_1")
     book.decide("exec_1", ALICE, "accept")
     opened(book, ALICE, "exec_2")
@@ -248,7 +254,7 @@ async def test_an_ended_pause_remembers_what_answering_led_to() -> None:
 
 
 async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_approved() -> None:
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     slot = Admission(1).admit(ALICE)
     assert isinstance(slot, Slot)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, f"/a/{pause.id}"))
@@ -284,7 +290,7 @@ async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_appr
 
 async def test_a_declined_run_throws_at_its_gate() -> None:
     """The gate gives the answer (who gave it, and the execution's id, for the audit); the call throws from it."""
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     slot = Admission(1).admit(ALICE)
     assert isinstance(slot, Slot)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
@@ -310,7 +316,7 @@ async def test_a_declined_run_throws_at_its_gate() -> None:
 
 
 async def test_an_unanswered_browser_pause_expires_with_the_window() -> None:
-    book = Book(approval_window=0.05)
+    book = PendingApprovals(approval_window=0.05)
     slot = Admission(1).admit(ALICE)
     assert isinstance(slot, Slot)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
@@ -333,7 +339,7 @@ async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(au
     the two wake-ups fall in one scheduler batch, which trio runs in either order."""
     window = 10.0
     for _ in range(40):
-        book = Book(approval_window=window)
+        book = PendingApprovals(approval_window=window)
         slot = Admission(1).admit(ALICE)
         assert isinstance(slot, Slot)
         run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
@@ -358,7 +364,7 @@ async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(au
 
 async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved() -> None:
     """Approved, then the session closed while the tool ran: the page must not say nobody answered."""
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     slot = Admission(1).admit(ALICE)
     assert isinstance(slot, Slot)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
@@ -388,12 +394,12 @@ async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved
 async def test_an_ended_pause_does_not_keep_the_content_of_its_answer() -> None:
     """A book remembers 1024 ended pauses per owner: the model's `content` (up to a request body of JSON) must
     not be kept with each, only who answered and how."""
-    book = Book(approval_window=60)
+    book = PendingApprovals(approval_window=60)
     pause = opened(book, ALICE, "exec_1")
     bulky = {"blob": "x" * 100_000}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(gate, book, pause)
-        assert await book.resume("exec_1", ALICE, Answer("accept", bulky)) == DONE
+        assert await book.resume("exec_1", ALICE, ApprovalAnswer("accept", bulky)) == DONE
     ended = book.lookup("exec_1", ALICE)
     assert isinstance(ended, Ended)
-    assert ended.answer == Answer("accept", None, by=AGENT)
+    assert ended.answer == ApprovalAnswer("accept", None, by=AGENT)

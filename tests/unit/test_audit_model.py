@@ -74,9 +74,9 @@ def test_integration_of() -> None:
 
 
 async def test_pages_newest_first_and_the_sweep_removes_only_the_expired(control: ControlPlane) -> None:
-    trail = AuditTrail(control, retention=100.0, clock=lambda: NOW)
+    trail = AuditTrail(control.audit, retention=100.0, clock=lambda: NOW)
     stored = [record(NOW - age, org=org) for age in (500, 300, 50, 10) for org in ("acme", "globex")]
-    await control.append_audit([(record_key(item), to_bytes(item)) for item in stored])
+    await control.audit.append_audit([(record_key(item), to_bytes(item)) for item in stored])
     page = await trail.page(AuditQuery(org="acme", limit=3))
     assert [item.at for item in page.records] == [NOW - 10, NOW - 50, NOW - 300]
     rest = await trail.page(AuditQuery(org="acme", limit=3, before=page.next_before))

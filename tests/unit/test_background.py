@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from executor_mcp.background import Backoff, forever, once, retrying
+from executor_mcp.config import Settings
 from executor_mcp.sandbox.pool import WorkerPool
 
 
@@ -64,7 +65,7 @@ async def test_forever_outlives_failing_steps_until_cancelled() -> None:
 async def test_the_pool_keeps_trying_to_start_spares_instead_of_dying(caplog: pytest.LogCaptureFixture) -> None:
     """A worker that cannot be started (here: no such binary; in production EMFILE) is logged and
     retried; the pool, and the server whose nursery it lives in, keep running."""
-    pool = WorkerPool(spares=2, command=["/nonexistent/executor-worker"])
+    pool = WorkerPool(max_workers=Settings().sandbox_workers, spares=2, command=["/nonexistent/executor-worker"])
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(pool.run)

@@ -1,7 +1,7 @@
 """The pure parts of the console's integrations and connections pages: paging, the templates a page can
 connect with, how a tool's types are shown (and bounded), and the shared admin rule."""
 
-from executor_mcp.integrations.service import admin_refusal
+from executor_mcp.integrations.access import admin_refusal
 from executor_mcp.records.integration_errors import NotAdmin
 from executor_mcp.records.integrations import (
     NO_AUTH,

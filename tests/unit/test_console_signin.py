@@ -1,11 +1,8 @@
 """The console's sign-in cookie, CSRF token and one-time links, directly (no server)."""
 
-from pathlib import Path
-
 import pytest
 
-from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import ConsoleLinkRecord, Owner
+from executor_mcp.storage.records import Owner
 from executor_mcp.web.signin import (
     COOKIE_NAME,
     SIGN_IN_SECONDS,
@@ -13,7 +10,6 @@ from executor_mcp.web.signin import (
     cookie_value,
     csrf_token,
     csrf_valid,
-    link_digest,
     new_sign_in,
     safe_next,
     seal,
@@ -98,32 +94,3 @@ def test_the_cookie_is_http_only_and_strict() -> None:
 )
 def test_only_a_path_of_this_site_is_a_place_to_return_to(wanted: str | None, safe: str) -> None:
     assert safe_next(wanted) == safe
-
-
-async def test_a_link_opens_once_and_not_after_it_expires(tmp_path: Path) -> None:
-    control = await ControlPlane.open(tmp_path)
-    try:
-        record = ConsoleLinkRecord(account_id="a", org_id="o", admin=False, created_at=100.0, expires_at=200.0)
-        await control.put_console_link(link_digest("one"), record, 100.0)
-        await control.put_console_link(link_digest("two"), record, 100.0)
-        assert await control.take_console_link(link_digest("one"), 150.0) == record
-        assert await control.take_console_link(link_digest("one"), 150.0) is None
-        assert await control.take_console_link(link_digest("two"), 250.0) is None
-        assert await control.take_console_link(link_digest("never"), 150.0) is None
-        assert await control.console_key() == await control.console_key()
-        assert len(await control.console_key()) == 32
-    finally:
-        await control.close()
-
-
-async def test_adding_a_link_forgets_the_expired_ones(tmp_path: Path) -> None:
-    control = await ControlPlane.open(tmp_path)
-    try:
-        old = ConsoleLinkRecord(account_id="a", org_id="o", admin=False, created_at=0.0, expires_at=10.0)
-        await control.put_console_link(link_digest("old"), old, 0.0)
-        new = ConsoleLinkRecord(account_id="a", org_id="o", admin=False, created_at=20.0, expires_at=99.0)
-        await control.put_console_link(link_digest("new"), new, 20.0)
-        assert await control.take_console_link(link_digest("old"), 5.0) is None  # gone, though asked "before" expiry
-        assert await control.take_console_link(link_digest("new"), 30.0) == new
-    finally:
-        await control.close()

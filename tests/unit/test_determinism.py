@@ -18,7 +18,7 @@ import quickjs
 
 from executor_mcp.sandbox.prelude import MAX_CLOCK_ENTRIES
 from executor_mcp.sandbox.processes import worker_command
-from executor_mcp.sandbox.protocol import FrameDecoder, encode
+from executor_mcp.sandbox.protocol import FrameDecoder, frame
 from executor_mcp.sandbox.worker import Execution, Realm, RealmLimits, Seed
 
 LIMITS = RealmLimits(memory=64 << 20, stack=1 << 20, max_timers=100, max_tool_calls=100)
@@ -407,7 +407,7 @@ class Worker:
     def ask(self, message: dict[str, Any]) -> dict[str, Any]:
         assert self.process.stdin is not None
         assert self.process.stdout is not None
-        self.process.stdin.write(encode(message))
+        self.process.stdin.write(frame(message))
         self.process.stdin.flush()
         while (reply := self._decoder.next()) is None:
             ready, _, _ = select.select([self.process.stdout], [], [], HANG)

@@ -3,8 +3,8 @@
 import pytest
 
 from executor_mcp.integrations.addresses import connection_identifier, default_slug, slug_problem, valid_slug
+from executor_mcp.integrations.connections import check_connection_request
 from executor_mcp.integrations.openapi.document import parse
-from executor_mcp.integrations.service import check_connection_request
 from executor_mcp.records.integration_errors import InvalidConnectionInput, SpecRefused
 from executor_mcp.storage.records import Owner
 

@@ -7,7 +7,7 @@ import pytest
 
 from executor_mcp.integrations.commands import auth_template, read_values
 from executor_mcp.integrations.openapi.auth import normalize_methods
-from executor_mcp.integrations.service import ToolEntry
+from executor_mcp.integrations.views import ToolEntry
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord, ToolDef
 from executor_mcp.secrets.prompt import SecretInputRefused
 from executor_mcp.transport.integrations_api import (

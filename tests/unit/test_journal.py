@@ -4,6 +4,7 @@ is to be written, its bound, and how a replayed outbox is compared with a record
 import attrs
 import pytest
 
+from executor_mcp.config import Settings
 from executor_mcp.execution.journal import (
     GATE,
     PASS,
@@ -22,7 +23,13 @@ from executor_mcp.execution.journal import (
 )
 from executor_mcp.execution.limits import Limits
 
-HEAD = Head(code="return 1", limits=Limits(journal=4096), seed=(1, 2, 3, 4), epoch=1.7e12, mode="model")
+HEAD = Head(
+    code="return 1",
+    limits=attrs.evolve(Limits.of(Settings()), journal=4096),
+    seed=(1, 2, 3, 4),
+    epoch=1.7e12,
+    mode="model",
+)
 
 
 def step(op: str, outbox: list, *, at: float = 100.0, **fields) -> Step:

@@ -16,7 +16,7 @@ from executor_mcp.protocol.jsonrpc import (
     Request,
     Response,
     Unencodable,
-    encode,
+    encode_message,
     error_response,
     parse_body,
     serialize,
@@ -80,13 +80,13 @@ def test_refuses_what_is_not_json(raw: bytes) -> None:
 
 
 def test_encoding_omits_absent_fields() -> None:
-    assert encode(Request(id=1, method="ping")) == {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    assert encode(error_response(None, -32001, "Session not found")) == {
+    assert encode_message(Request(id=1, method="ping")) == {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert encode_message(error_response(None, -32001, "Session not found")) == {
         "jsonrpc": "2.0",
         "id": None,
         "error": {"code": -32001, "message": "Session not found"},
     }
-    assert encode(error_response(3, -32602, "Invalid params", ["x"]))["error"]["data"] == ["x"]
+    assert encode_message(error_response(3, -32602, "Invalid params", ["x"]))["error"]["data"] == ["x"]
 
 
 @given(
@@ -96,7 +96,7 @@ def test_encoding_omits_absent_fields() -> None:
 )
 def test_requests_round_trip(request_id: int | str, method: str, params: dict | None) -> None:
     request = Request(id=request_id, method=method, params=params)
-    (parsed,), _ = parse_body(json.dumps(encode(request)).encode())
+    (parsed,), _ = parse_body(json.dumps(encode_message(request)).encode())
     assert parsed == request
 
 

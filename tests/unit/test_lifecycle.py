@@ -6,14 +6,18 @@ import pytest
 
 from executor_mcp.protocol.errors import Refusal
 from executor_mcp.sessions.lifecycle import (
+    PHASE_REFUSALS,
     REFUSALS,
     TRANSITIONS,
+    Drain,
     Event,
     IdlePolicy,
     IllegalTransition,
     Lifecycle,
+    Phase,
     State,
     idle_verdict,
+    listed_state,
 )
 
 
@@ -55,12 +59,15 @@ def test_what_the_runtimes_end_means_in_each_state() -> None:
     ended = {}
     for state in State:
         lifecycle = Lifecycle(state)
+        if state is State.DISPOSED:  # no runtime here to end
+            assert not lifecycle.can(Event.EXITED)
+            continue
         lifecycle.fire(Event.EXITED)
         ended[state] = (lifecycle.state, lifecycle.keeps_answers_on_exit, lifecycle.wipes_on_exit)
     assert ended == {
-        State.DISPOSED: (State.DISPOSED, True, False),
-        State.RESTORING: (State.DISPOSED, True, False),  # the restore failed: the next request retries
-        State.LIVE: (State.DISPOSED, True, False),  # a fault: the stored session is intact
+        State.RESTORING: (State.CLOSING, True, False),  # the restore failed: the next request retries
+        State.LIVE: (State.CLOSING, True, False),  # a fault: the stored session is intact
+        State.CLOSING: (State.CLOSING, True, False),  # disposed of when idle: the runtime's end is late news
         State.CONDEMNED: (State.CONDEMNED, False, True),
         State.WIPED: (State.WIPED, False, False),
         State.RESTARTING: (State.RESTARTING, True, False),
@@ -75,7 +82,11 @@ def test_only_a_disposed_session_restores_and_only_a_live_one_serves() -> None:
 
 def test_a_session_can_be_restored_used_and_condemned() -> None:
     lifecycle = Lifecycle()
-    for event in (Event.RESTORE, Event.RESTORED, Event.EXITED, Event.RESTORE, Event.RESTORED, Event.CONDEMN):
+    for event in (Event.RESTORE, Event.RESTORED, Event.EXITED):
+        lifecycle.fire(event)
+    assert lifecycle.waits_for_stop  # the next request restores it with a new handle once this one stopped
+    lifecycle = Lifecycle()
+    for event in (Event.RESTORE, Event.RESTORED, Event.CONDEMN):
         lifecycle.fire(event)
     assert lifecycle.refusal is Refusal.SESSION_TERMINATED
     lifecycle.fire(Event.WIPED)
@@ -116,3 +127,64 @@ def test_idle_verdicts() -> None:
     assert idle_verdict(policy, idle=50, paused=0, running=1) == 10
     assert idle_verdict(policy, idle=95, paused=0, running=1) == 5
     assert idle_verdict(policy, idle=101, paused=0, running=1) is None
+
+
+def test_a_closing_handle_is_waited_for_and_restores_nothing() -> None:
+    """The runtime's end (idle, fault, failed restore) and a listing's read leave the handle CLOSING: its file
+    is open only until it closes, so a request waits for it to stop instead of restoring over it."""
+    for events in ([Event.RESTORE, Event.RESTORED, Event.IDLE], [Event.RESTORE, Event.EXITED], [Event.PEEK]):
+        lifecycle = Lifecycle()
+        for event in events:
+            lifecycle.fire(event)
+        assert lifecycle.state is State.CLOSING
+        assert lifecycle.waits_for_stop
+        assert not lifecycle.needs_restore
+        assert not lifecycle.serving
+        assert lifecycle.keeps_answers_on_exit
+        assert not lifecycle.keeps_executions_on_exit
+        assert lifecycle.in_flight_refusal is Refusal.RESTARTING  # retry: the next request restores it
+    assert [state for state in State if Lifecycle(state).waits_for_stop] == [State.CLOSING]
+
+
+def test_a_shutdown_while_closing_keeps_the_handle_as_restarting() -> None:
+    lifecycle = Lifecycle(State.CLOSING)
+    assert lifecycle.fire(Event.SHUTDOWN) is State.RESTARTING
+    assert lifecycle.outlives_runtime
+
+
+def test_a_closing_handle_is_listed_as_disposed() -> None:
+    assert listed_state(State.CLOSING, condemned=False) is State.DISPOSED
+    assert listed_state(State.CLOSING, condemned=True) is State.CONDEMNED
+
+
+def test_what_a_request_to_be_served_now_gets() -> None:
+    """After waiting for a restore, or as a call starts on the runtime: served when live; the session's end when
+    it is over here; an internal error when the runtime is not up (a failed restore, which is logged)."""
+    refusals = {state: Lifecycle(state).service_refusal for state in State}
+    assert refusals == {
+        State.DISPOSED: Refusal.INTERNAL,
+        State.RESTORING: Refusal.INTERNAL,
+        State.LIVE: None,
+        State.CLOSING: Refusal.INTERNAL,
+        State.CONDEMNED: Refusal.SESSION_TERMINATED,
+        State.WIPED: Refusal.SESSION_NOT_FOUND,
+        State.RESTARTING: Refusal.RESTARTING,
+    }
+
+
+def test_condemnation_is_news_only_where_it_changes_the_state() -> None:
+    news = [state for state in State if Lifecycle(state).changes_on(Event.CONDEMN)]
+    assert news == [State.DISPOSED, State.RESTORING, State.LIVE]
+    assert Lifecycle(State.CONDEMNED).can(Event.CONDEMN)  # late news, legal but no change
+
+
+def test_the_process_drains_once_and_then_refuses_new_work() -> None:
+    drain = Drain()
+    assert (drain.phase, drain.draining, drain.refusal) == (Phase.SERVING, False, None)
+    assert drain.fire(Event.SHUTDOWN) is Phase.DRAINING
+    assert drain.draining
+    assert drain.refusal is Refusal.RESTARTING
+    assert drain.fire(Event.SHUTDOWN) is Phase.DRAINING  # a second shutdown is late news
+    with pytest.raises(IllegalTransition):
+        drain.fire(Event.RESTORE)
+    assert set(PHASE_REFUSALS) == set(Phase)

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from executor_mcp.app import idle_policy
+from executor_mcp.config import Settings
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import Implementation, InitializeParams
 from executor_mcp.sessions.lifecycle import State
@@ -40,7 +42,13 @@ class CountingTools:
 
 
 async def _start(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path, **kwargs) -> SessionManager:
-    manager = SessionManager(control, tmp_path, **kwargs)
+    settings = Settings()
+    options = {
+        "idle": idle_policy(settings),
+        "max_sessions_per_user": settings.max_sessions_per_user,
+        "retention": settings.session_retention,
+    }
+    manager = SessionManager(control, tmp_path, **{**options, **kwargs})
     await nursery.start(manager.run)
     return manager
 
@@ -115,7 +123,7 @@ async def test_activity_is_persisted_coarsely(nursery: trio.Nursery, control: Co
     await manager.acquire(session.id, OWNER, "/mcp")
     with trio.fail_after(5):
         # The write happens in a worker thread, off the request path; poll the stored copy for it.
-        while (record := await control.get_session(session.id)) and record.last_activity_at != clock.now:  # noqa: ASYNC110
+        while (record := await control.sessions.get_session(session.id)) and record.last_activity_at != clock.now:  # noqa: ASYNC110
             await trio.sleep(0.01)
 
     await manager.shutdown(grace=0)
@@ -131,10 +139,10 @@ async def test_a_condemned_marker_left_by_a_crash_is_finished_at_start(
     session = await first.create(OWNER, "/mcp", PARAMS, "2025-06-18", b"{}")
     await first.shutdown(grace=0)
     # As if the process died right after writing the marker, before the wipe.
-    await control.update_session(session.id, condemned=True)
+    await control.sessions.update_session(session.id, condemned=True)
 
     await _start(nursery, control, tmp_path, tools=CountingTools())
-    assert await control.get_session(session.id) is None
+    assert await control.sessions.get_session(session.id) is None
     assert not SessionFile.path_for(tmp_path / "sessions", session.id).exists()
 
 
@@ -149,7 +157,7 @@ async def test_terminate_refuses_then_wipes(nursery: trio.Nursery, control: Cont
     with pytest.raises(Refused) as caught:
         await manager.acquire(session.id, OWNER, "/mcp")
     assert caught.value.refusal is Refusal.SESSION_NOT_FOUND
-    assert await control.get_session(session.id) is None
+    assert await control.sessions.get_session(session.id) is None
 
 
 async def test_a_shutdown_during_a_restore_is_a_restart_not_a_failure(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL
+from executor_mcp.config import Settings
 from executor_mcp.integrations.handoff import Handoff, choose_method, connection_request
 from executor_mcp.integrations.mcp import protocol, results
 from executor_mcp.integrations.mcp.compile import (
@@ -254,7 +255,7 @@ def test_the_pool_keeps_one_idle_session_per_identity_expiring_and_bounded() -> 
 
 
 async def test_streams_go_through_the_guard() -> None:
-    async with Outbound(OutboundSettings(allow_local_network=False)) as outbound:
+    async with Outbound(OutboundSettings.of(Settings(allow_local_network=False))) as outbound:
         with pytest.raises(OutboundFailure) as refused:
             async with outbound.stream(OutboundRequest(method="GET", url="http://127.0.0.1:9/sse")):
                 pass

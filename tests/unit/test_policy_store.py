@@ -35,7 +35,7 @@ def poison(data_dir: Path, keys: list[bytes]) -> None:
 
 async def test_a_read_touches_only_the_callers_org_and_own_rules(tmp_path: Path) -> None:
     control = await ControlPlane.open(tmp_path)
-    policies = Policies(control)
+    policies = Policies(control.policies)
     org_rule = await policies.create(ALICE, RuleOwner.ORG, "a.*", Action.BLOCK)
     own_rule = await policies.create(ALICE, RuleOwner.USER, "b", Action.APPROVE)
     for principal in (BOB, EVE):
@@ -47,7 +47,7 @@ async def test_a_read_touches_only_the_callers_org_and_own_rules(tmp_path: Path)
 
     control = await ControlPlane.open(tmp_path)
     try:
-        policies = Policies(control)
+        policies = Policies(control.policies)
         listed = await policies.list(ALICE)
         assert [record.pattern for record in listed] == ["b", "d", "a.*"]
         assert {org_rule.id, own_rule.id} < {record.id for record in listed}
@@ -62,7 +62,7 @@ async def test_a_read_touches_only_the_callers_org_and_own_rules(tmp_path: Path)
 async def test_each_owner_holds_a_bounded_number_of_rules(tmp_path: Path) -> None:
     control = await ControlPlane.open(tmp_path)
     try:
-        policies = Policies(control)
+        policies = Policies(control.policies)
         for index in range(MAX_RULES_PER_OWNER):
             await policies.create(ALICE, RuleOwner.ORG, f"org.rule{index}", Action.BLOCK)
         with pytest.raises(PolicyError, match=f"At most {MAX_RULES_PER_OWNER} org rules are allowed"):
@@ -78,7 +78,7 @@ async def test_each_owner_holds_a_bounded_number_of_rules(tmp_path: Path) -> Non
 async def test_only_an_org_admin_changes_org_rules(tmp_path: Path) -> None:
     control = await ControlPlane.open(tmp_path)
     try:
-        policies = Policies(control)
+        policies = Policies(control.policies)
         member = Principal("carol", "acme")
         rule = await policies.create(ALICE, RuleOwner.ORG, "a", Action.BLOCK)
         for change in (

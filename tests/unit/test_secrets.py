@@ -174,7 +174,7 @@ async def test_open_cipher_uses_the_key_file(tmp_path: Path) -> None:
 
 
 async def test_the_encrypted_store_seals_values_per_partition(control: ControlPlane, tmp_path: Path) -> None:
-    providers = standard_providers(control, CIPHER, Settings(), environ={})
+    providers = standard_providers(control.secrets, CIPHER, Settings(), environ={})
     store = providers.default_writable
     assert store.key == "encrypted"
     assert store.writable
@@ -185,7 +185,7 @@ async def test_the_encrypted_store_seals_values_per_partition(control: ControlPl
     assert await store.get(SecretPartition("evil", ""), "token") is None
     assert await store.get(ACME, "never-made") is None
     assert await store.items(ACME) == [SecretItem("other", "other"), SecretItem("token", "token")]
-    raw = await control.get_secret_item("acme", "", "token")
+    raw = await control.secrets.get_secret_item("acme", "", "token")
     assert raw is not None
     assert raw.startswith(b"v1.")
     assert VALUE.encode() not in raw
@@ -193,18 +193,18 @@ async def test_the_encrypted_store_seals_values_per_partition(control: ControlPl
     assert await store.get(ACME, "token") is None
 
     # A record sealed under another key is a typed failure, not a crash and not a value.
-    await control.put_secret_items("acme", "", {"foreign": SecretCipher(bytes(32)).encrypt(VALUE)})
+    await control.secrets.put_secret_items("acme", "", {"foreign": SecretCipher(bytes(32)).encrypt(VALUE)})
     with pytest.raises(SecretUnreadable):
         await store.get(ACME, "foreign")
 
 
 @pytest.mark.parametrize("value", ["", "x" * (MAX_VALUE_BYTES + 1)])
 async def test_the_encrypted_store_refuses_empty_and_oversized_values(control: ControlPlane, value: str) -> None:
-    providers = standard_providers(control, CIPHER, Settings(), environ={})
+    providers = standard_providers(control.secrets, CIPHER, Settings(), environ={})
     with pytest.raises(InvalidConnectionInput) as caught:
         await providers.default_writable.set(ACME, {"token": value})
     assert "x" * 20 not in str(caught.value)
-    assert await control.secret_items("acme", "") == []
+    assert await control.secrets.secret_items("acme", "") == []
 
 
 # -- the env provider -------------------------------------------------------------------------------------
@@ -344,14 +344,14 @@ async def test_a_missing_secrets_dir_finds_nothing(tmp_path: Path, caplog: pytes
 async def test_the_registry_lists_encrypted_first_and_types_unknown_providers(
     control: ControlPlane, secrets_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert standard_providers(control, CIPHER, Settings(), environ={}).keys() == ["encrypted", "env"]
+    assert standard_providers(control.secrets, CIPHER, Settings(), environ={}).keys() == ["encrypted", "env"]
     with caplog.at_level(logging.WARNING):
-        missing = standard_providers(control, CIPHER, Settings(secrets_dir=secrets_dir / "nope"), environ={})
+        missing = standard_providers(control.secrets, CIPHER, Settings(secrets_dir=secrets_dir / "nope"), environ={})
     assert missing.keys() == ["encrypted", "env", "file"]
     assert any("is not a directory" in record.getMessage() for record in caplog.records)
 
     providers = standard_providers(
-        control, CIPHER, Settings(secrets_dir=secrets_dir), environ={"EXECUTOR_MCP_SECRET_X": "x"}
+        control.secrets, CIPHER, Settings(secrets_dir=secrets_dir), environ={"EXECUTOR_MCP_SECRET_X": "x"}
     )
     assert providers.keys() == ["encrypted", "env", "file"]
     assert providers.default_writable.key == "encrypted"
@@ -371,7 +371,7 @@ async def test_the_registry_lists_encrypted_first_and_types_unknown_providers(
 
 
 async def test_pasted_values_are_stored_and_forgotten_with_their_connection(control: ControlPlane) -> None:
-    providers = standard_providers(control, CIPHER, Settings(), environ={})
+    providers = standard_providers(control.secrets, CIPHER, Settings(), environ={})
     record = connection(owner="user", account="alice", item_ids={})
     ids = {
         variable: pasted_item_id(record.owner, record.integration, record.name, variable)
@@ -390,20 +390,20 @@ async def test_pasted_values_are_stored_and_forgotten_with_their_connection(cont
     pasted = connection(owner="user", account="alice", item_ids={**ids, "extra": "shared"})
     replacement = connection(owner="user", account="alice", item_ids={"token": ids["token"]})
     await providers.forget(pasted, replaced_by=replacement)
-    assert await control.secret_items("acme", "alice") == [ids["token"], "shared"]
+    assert await control.secrets.secret_items("acme", "alice") == [ids["token"], "shared"]
     await providers.forget(replacement)
-    assert await control.secret_items("acme", "alice") == ["shared"]
+    assert await control.secrets.secret_items("acme", "alice") == ["shared"]
     # A connection on another provider forgets nothing of the store's.
     await providers.forget(connection(owner="user", account="alice", item_ids={"token": "shared"}, provider="env"))
     await providers.forget(connection(owner="user", account="alice", item_ids={"token": "shared"}))
-    assert await control.secret_items("acme", "alice") == ["shared"]
+    assert await control.secrets.secret_items("acme", "alice") == ["shared"]
 
 
 async def test_no_value_reaches_a_log_line_or_an_error(
     control: ControlPlane, secrets_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     providers = standard_providers(
-        control, CIPHER, Settings(secrets_dir=secrets_dir), environ={"EXECUTOR_MCP_SECRET_X": VALUE}
+        control.secrets, CIPHER, Settings(secrets_dir=secrets_dir), environ={"EXECUTOR_MCP_SECRET_X": VALUE}
     )
     errors: list[Exception] = []
 
@@ -420,7 +420,7 @@ async def test_no_value_reaches_a_log_line_or_an_error(
         await failing(providers.store_values(ACME, {"token": "t"}, {"token": VALUE * 5000}))
         await failing(providers.store_values(ACME, {}, {"token": VALUE}))
         await failing(providers.provider("env").set(ACME, {"x": VALUE}))
-        await control.put_secret_items("acme", "", {"t": CIPHER.encrypt(VALUE).replace(b"v1.", b"v1.A", 1)})
+        await control.secrets.put_secret_items("acme", "", {"t": CIPHER.encrypt(VALUE).replace(b"v1.", b"v1.A", 1)})
         await failing(providers.get("encrypted", ACME, "t"))
     assert len(errors) == 4
     texts = [text for error in errors for text in (str(error), repr(error), repr(vars(error)))]

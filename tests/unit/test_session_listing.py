@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from executor_mcp.app import idle_policy
+from executor_mcp.config import Settings
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import Implementation, InitializeParams
 from executor_mcp.sessions.lifecycle import State, listed_state
@@ -35,7 +37,15 @@ def test_the_listed_state_of_a_stored_session(handle: State | None, condemned: b
 
 
 async def _start(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path) -> SessionManager:
-    manager = SessionManager(control, tmp_path, lambda meta: ToolRegistry())
+    settings = Settings()
+    manager = SessionManager(
+        control,
+        tmp_path,
+        lambda meta: ToolRegistry(),
+        idle=idle_policy(settings),
+        max_sessions_per_user=settings.max_sessions_per_user,
+        retention=settings.session_retention,
+    )
     await nursery.start(manager.run)
     return manager
 
@@ -56,7 +66,7 @@ async def test_an_owner_sees_only_its_sessions_with_their_state_and_client(
     await first.shutdown(grace=0)
     manager = await _start(nursery, control, tmp_path)
     await manager.acquire(live, ALICE, "/mcp")
-    await control.update_session(condemned, condemned=True)  # an admin's marker, not yet acted on here
+    await control.sessions.update_session(condemned, condemned=True)  # an admin's marker, not yet acted on here
 
     listing = {listed.record.session_id: listed for listed in await manager.owner_listing(ALICE)}
     assert set(listing) == {kept, live, condemned}
@@ -120,7 +130,7 @@ async def test_a_stored_session_is_ended_without_being_used(
     manager = await _start(nursery, control, tmp_path)
     assert await manager.end_owned(session_id, ALICE) is True
     with trio.fail_after(5):
-        while await control.get_session(session_id) is not None:  # noqa: ASYNC110
+        while await control.sessions.get_session(session_id) is not None:  # noqa: ASYNC110
             await trio.sleep(0.01)
     assert await manager.owner_listing(ALICE) == []
 

@@ -1,4 +1,5 @@
-"""LMDB storage on real files: growth on demand, session files, the control-plane directory."""
+"""LMDB storage on real files: growth on demand, session files, the control plane's upgrades of older layouts.
+The stores' contract is `storage_contract/`."""
 
 from pathlib import Path
 
@@ -79,44 +80,6 @@ async def test_opening_a_missing_session_file_creates_nothing(tmp_path: Path) ->
     assert not path.exists()
 
 
-async def test_control_plane_directory(tmp_path: Path) -> None:
-    control = await ControlPlane.open(tmp_path)
-    record = SessionRecord("s1", OWNER, "/mcp", created_at=1.0, last_activity_at=1.0)
-    await control.put_session(record)
-    assert await control.get_session("s1") == record
-    updated = await control.update_session("s1", condemned=True, last_activity_at=5.0)
-    assert updated is not None
-    assert updated.condemned
-    assert (await control.get_session("s1")) == updated
-    assert await control.update_session("missing", condemned=True) is None
-    assert [r.session_id for r in await control.sessions()] == ["s1"]
-    await control.delete_session("s1")
-    assert await control.get_session("s1") is None
-    await control.close()
-
-
-async def test_sessions_are_indexed_by_owner(tmp_path: Path) -> None:
-    control = await ControlPlane.open(tmp_path)
-    alice, bob, alic = Owner("alice", "org"), Owner("bob", "org"), Owner("alic", "org")
-    elsewhere, orgless, forged = Owner("alice", "evil"), Owner("alice", None), Owner("alice\x00org", "x")
-    for session_id, owner in (("s1", alice), ("s2", bob), ("s3", alice), ("s4", alic), ("s5", elsewhere)):
-        await control.put_session(SessionRecord(session_id, owner, "/mcp", created_at=1.0, last_activity_at=1.0))
-    assert sorted(r.session_id for r in await control.owner_sessions(alice)) == ["s1", "s3"]
-    assert await control.owner_session_count(alice) == 2
-    await control.delete_session("s1")
-    await control.delete_session("s1")
-    assert [r.session_id for r in await control.owner_sessions(alice)] == ["s3"]
-    assert await control.owner_session_count(alice) == 1
-    assert await control.owner_session_count(Owner("nobody", "org")) == 0
-    assert [r.session_id for r in await control.owner_sessions(alic)] == ["s4"]
-    # The same account in another organization, or in none, is another owner.
-    assert [r.session_id for r in await control.owner_sessions(elsewhere)] == ["s5"]
-    for stranger in (orgless, forged):
-        assert await control.owner_sessions(stranger) == []
-        assert await control.owner_session_count(stranger) == 0
-    await control.close()
-
-
 async def test_an_index_keyed_by_account_alone_is_rebuilt_by_owner(tmp_path: Path) -> None:
     """A data dir written before ownership was (account, org): its sessions are indexed on first open."""
     environment = lmdb.open(str(tmp_path / "control.mdb"), subdir=False, max_dbs=8)
@@ -130,11 +93,11 @@ async def test_an_index_keyed_by_account_alone_is_rebuilt_by_owner(tmp_path: Pat
     environment.close()
 
     control = await ControlPlane.open(tmp_path)
-    assert [r.session_id for r in await control.owner_sessions(Owner("alice", "acme"))] == ["s1"]
-    assert await control.owner_session_count(Owner("alice", "evil")) == 1
+    assert [r.session_id for r in await control.sessions.owner_sessions(Owner("alice", "acme"))] == ["s1"]
+    assert await control.sessions.owner_session_count(Owner("alice", "evil")) == 1
     await control.close()
     control = await ControlPlane.open(tmp_path)  # once: reopening counts nothing twice
-    assert await control.owner_session_count(Owner("alice", "evil")) == 1
+    assert await control.sessions.owner_session_count(Owner("alice", "evil")) == 1
     await control.close()
 
 
@@ -154,6 +117,6 @@ async def test_policies_keyed_by_id_alone_move_under_their_owner(tmp_path: Path)
 
     for _ in range(2):  # once: reopening moves nothing twice
         control = await ControlPlane.open(tmp_path)
-        assert sorted(r.id for r in await control.policies("acme", "alice")) == ["pol_org", "pol_user"]
-        assert [r.id for r in await control.policies("acme", "bob")] == ["pol_org"]
+        assert sorted(r.id for r in await control.policies.policies("acme", "alice")) == ["pol_org", "pol_user"]
+        assert [r.id for r in await control.policies.policies("acme", "bob")] == ["pol_org"]
         await control.close()

@@ -6,5 +6,5 @@ snapshot, or an SDL file) becomes one tool per root field; a call becomes one op
   operation.py      a call's arguments → the operation and variables, with `select` parse-checked (sans-I/O)
   response.py       an HTTP answer → the call's result envelope (sans-I/O)
   registration.py   an add request → a `kinds.Registration` (sans-I/O)
-  kind.py           the `Kind`: discovery and invocation through `Outbound`
+  kind.py           the `Kind`: add and configure requests, discovery and invocation through `Outbound`
 """

@@ -49,7 +49,7 @@ def type_notation(ref: JsonObject) -> str:
         return type_notation(ref["ofType"]) + "!"
     if ref["kind"] == "LIST":
         return f"[{type_notation(ref['ofType'])}]"
-    return ref["name"]
+    return str(ref["name"])
 
 
 class _Schema:
@@ -108,7 +108,7 @@ class _Schema:
 
     def leaves(self, type_name: str, limit: int) -> list[str]:
         """The scalar and enum fields of a type that need no argument, in declared order."""
-        chosen = []
+        chosen: list[str] = []
         for field in self.fields(type_name):
             if len(chosen) >= limit:
                 break
@@ -201,7 +201,7 @@ def compile_catalog(source: bytes) -> CompiledCatalog:
         raise SchemaRefused("Introspection response missing __schema")
     stored = normalize(raw.get("__schema"))["__schema"]
     schema = _Schema(stored)
-    tools = []
+    tools: list[ToolDef] = []
     for operation, root in (("query", stored["queryType"]), ("mutation", stored["mutationType"])):
         root_type = schema.types.get(root["name"]) if root is not None else None
         if root_type is None or root_type["kind"] != "OBJECT":

@@ -261,11 +261,7 @@ def sdl_source(sdl: str, max_bytes: int) -> bytes:
     return dumps(normalize(introspected["__schema"]))
 
 
-# -- an introspection answer --------------------------------------------------------------------------------
-
-
-def introspection_payload() -> bytes:
-    return dumps({"query": INTROSPECTION_QUERY})
+# -- what an upstream said, made safe -----------------------------------------------------------------------
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:

@@ -1,4 +1,5 @@
-"""GraphQL as a `Kind`: per-connection introspection and invocation through `Outbound`.
+"""GraphQL as a `Kind`: an endpoint (with a schema snapshot or SDL, or introspected by each connection) in,
+per-connection introspection and invocation through `Outbound` out.
 
 A call and an introspection are the same request: a JSON POST to the endpoint with the integration's static
 headers and query parameters, and the connection's credential over them (a credential header or parameter
@@ -7,20 +8,38 @@ wins over a static one of the same name).
 
 import urllib.parse
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import trio
 
 from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.integrations.compiling import Compiler
 from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result, render_credentials
 from executor_mcp.integrations.graphql import introspection, response
 from executor_mcp.integrations.graphql.compile import compile_catalog
 from executor_mcp.integrations.graphql.operation import Binding, build_operation
-from executor_mcp.integrations.graphql.registration import PER_CONNECTION
-from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation
+from executor_mcp.integrations.graphql.registration import CONFIGURE_FIELDS, FIELDS, PER_CONNECTION, registration
+from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation, Registration
+from executor_mcp.integrations.validation import (
+    MAX_DESCRIPTION_LENGTH,
+    MAX_NAME_LENGTH,
+    check_known,
+    configured_methods,
+    explicit_methods,
+    object_of,
+    optional_text,
+    static_config,
+    url,
+)
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
-from executor_mcp.records.integration_errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.records.integration_errors import (
+    ArgumentsRefused,
+    DiscoveryFailed,
+    IntegrationError,
+    IntegrationNotFound,
+)
 from executor_mcp.records.integrations import (
     GRAPHQL,
     AuthMethod,
@@ -31,6 +50,7 @@ from executor_mcp.records.integrations import (
     decode_catalog,
     encode_catalog,
 )
+from executor_mcp.storage.records import Owner as Principal
 
 JSON = "application/json"
 
@@ -92,12 +112,57 @@ def http_request(
 class GraphqlKind:
     name = GRAPHQL
 
-    def __init__(self, outbound: Outbound, *, max_source_bytes: int) -> None:
+    def __init__(self, outbound: Outbound, compiler: Compiler, *, max_source_bytes: int) -> None:
         self._outbound = outbound
+        self._compiler = compiler
         self._max_source_bytes = max_source_bytes
         # Reading a large introspection answer is CPU work: in a worker thread, one at a time.
         self._reading = trio.CapacityLimiter(1)
         self._bindings = Bindings(Binding)
+
+    # -- an endpoint in ------------------------------------------------------------------------------
+
+    def check_addable(self, body: Any) -> None:
+        url(object_of(body).get("endpoint"), "endpoint")
+
+    async def register(self, body: Any, caller: Principal) -> Registration:
+        """`registration.py`'s request; building a schema from SDL is CPU work, done at the caller's turn
+        of the compiler."""
+        values = object_of(body)
+        check_known(values, FIELDS)
+        return await self._compiler.run(
+            caller,
+            partial(
+                registration,
+                values,
+                endpoint=url(values.get("endpoint"), "endpoint"),
+                static=static_config(values),
+                auth_methods=explicit_methods(values) or (),
+                name=optional_text(values, "name", MAX_NAME_LENGTH),
+                description=optional_text(values, "description", MAX_DESCRIPTION_LENGTH),
+                max_source_bytes=self._max_source_bytes,
+            ),
+        )
+
+    def reconfigure(self, record: IntegrationRecord, body: Any) -> tuple[JsonObject, tuple[AuthMethod, ...]]:
+        """`{endpoint?, headers?, queryParams?, authenticationTemplate?, mode?: merge|replace}`: set what is
+        given (`headers`/`queryParams` null clears them)."""
+        values = object_of(body)
+        check_known(values, CONFIGURE_FIELDS)
+        methods = configured_methods(record, values)
+        config = dict(record.config)
+        if values.get("endpoint") is not None:
+            config["endpoint"] = url(values["endpoint"], "endpoint")
+        static: JsonObject = {field: values[field] for field in ("headers", "queryParams") if field in values}
+        for field in static:
+            config.pop(field, None)
+        config.update(static_config(static))
+        return config, methods
+
+    def not_found(self, slug: str) -> IntegrationError:
+        return IntegrationNotFound(f"GraphQL integration not found: {slug}", slug=slug)
+
+    # -- tools and calls out -------------------------------------------------------------------------
 
     def compile(self, source: bytes) -> tuple[CompiledCatalog, bytes]:
         if len(source) > self._max_source_bytes:

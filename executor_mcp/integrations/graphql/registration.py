@@ -1,5 +1,5 @@
 """An add request → a `kinds.Registration` for a GraphQL endpoint. Sans-I/O (the SDL build is CPU work: the
-service runs it in a worker thread, at the caller's turn of the compiler).
+kind runs it in a worker thread, at the caller's turn of the compiler).
 
 `{endpoint, slug?, name?, description?, introspectionJson?, sdl?, headers?, queryParams?,
 authenticationTemplate?}` (upstream §3.1, plus `sdl`: for an endpoint with introspection off). With a
@@ -30,6 +30,7 @@ FIELDS = frozenset(
         "authenticationTemplate",
     }
 )
+CONFIGURE_FIELDS = frozenset({"endpoint", "headers", "queryParams", "authenticationTemplate", "mode"})
 # `config["introspection"]`: where the schema comes from.
 SNAPSHOT = "snapshot"
 PER_CONNECTION = "connection"

@@ -91,7 +91,8 @@ def _text(value: Any, limit: int) -> str | None:
 
 def _tool(raw: JsonObject, name: str) -> ToolDef:
     real = raw["name"]
-    annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
+    raw_annotations = raw.get("annotations")
+    annotations: JsonObject = raw_annotations if isinstance(raw_annotations, dict) else {}
     title = _text(raw.get("title"), 200) or _text(annotations.get("title"), 200)
     read_only = annotations.get("readOnlyHint") is True
     destructive = annotations.get("destructiveHint") is True and not read_only

@@ -25,7 +25,7 @@ from executor_mcp.integrations.credentials import (
     render_credentials,
     scope_failure,
 )
-from executor_mcp.integrations.kinds import Discovery, Invocation
+from executor_mcp.integrations.kinds import Discovery, Invocation, Registration
 from executor_mcp.integrations.mcp import results
 from executor_mcp.integrations.mcp.compile import compile_tools, real_name
 from executor_mcp.integrations.mcp.pool import SessionPool, identity_key
@@ -36,7 +36,7 @@ from executor_mcp.integrations.mcp.protocol import (
     ProtocolError,
     ServerRefused,
 )
-from executor_mcp.integrations.mcp.registration import ENV_CARRIER, STDIO, STDIO_DISABLED
+from executor_mcp.integrations.mcp.registration import ENV_CARRIER, STDIO, STDIO_DISABLED, reconfigured, registration
 from executor_mcp.integrations.mcp.transports import (
     CLOSE_TIMEOUT,
     Command,
@@ -49,7 +49,7 @@ from executor_mcp.integrations.mcp.transports import (
 from executor_mcp.outbound.client import Outbound, origin_of_url
 from executor_mcp.outbound.model import OutboundFailure
 from executor_mcp.protocol.errors import Code
-from executor_mcp.records.integration_errors import ArgumentsRefused, DiscoveryFailed
+from executor_mcp.records.integration_errors import ArgumentsRefused, DiscoveryFailed, IntegrationError, InvalidInput
 from executor_mcp.records.integrations import (
     MAX_DISCOVERED_TOOLS,
     MCP,
@@ -61,6 +61,7 @@ from executor_mcp.records.integrations import (
     decode_catalog,
     encode_catalog,
 )
+from executor_mcp.storage.records import Owner as Principal
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,20 @@ class McpKind:
         self._max_source_bytes = max_source_bytes
         self._pool = SessionPool(clock)
         self._sse_only: OrderedDict[str, None] = OrderedDict()
+
+    # -- a server in (registration never dials it) --------------------------------------------------
+
+    def check_addable(self, body: Any) -> None:
+        registration(body, stdio_allowed=self.allow_stdio)
+
+    async def register(self, body: Any, caller: Principal) -> Registration:
+        return registration(body, stdio_allowed=self.allow_stdio)
+
+    def reconfigure(self, record: IntegrationRecord, body: Any) -> tuple[JsonObject, tuple[AuthMethod, ...]]:
+        return reconfigured(record.config, body, record.auth_methods, stdio_allowed=self.allow_stdio)
+
+    def not_found(self, slug: str) -> IntegrationError:
+        return InvalidInput(f"Integration {slug} is not an MCP server")
 
     # -- catalog ------------------------------------------------------------------------------------
 

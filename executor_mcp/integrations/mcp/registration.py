@@ -18,6 +18,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.integrations import addresses
 from executor_mcp.integrations.kinds import Registration
 from executor_mcp.integrations.openapi import auth as openapi_auth
+from executor_mcp.integrations.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, MAX_URL_LENGTH, check_known
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.integrations import DISCOVERED_PER_CONNECTION, MCP, NO_AUTH, AuthMethod, Placement
 
@@ -34,9 +35,6 @@ OAUTH_LATER = (
     'MCP OAuth connections are not supported yet: use auth {kind: "header", headerName, prefix?} with a token, '
     'or {kind: "none"}'
 )
-MAX_NAME_LENGTH = 200
-MAX_DESCRIPTION_LENGTH = 4000
-MAX_URL_LENGTH = 2048
 MAX_ENTRIES = 64
 MAX_VALUE_LENGTH = 4096
 MAX_ARGS = 256
@@ -72,12 +70,6 @@ CONFIG_FIELDS = {
     "env",
     "cwd",
 }
-
-
-def _known(values: JsonObject, allowed: set[str]) -> None:
-    unknown = sorted(set(values) - allowed)
-    if unknown:
-        raise InvalidInput(f"Unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown[:10])}")
 
 
 def _text(values: JsonObject, field: str, limit: int, *, required: bool = False) -> str | None:
@@ -132,13 +124,13 @@ def _header_auth(auth: Any) -> tuple[AuthMethod, ...]:
         raise InvalidInput('auth must be {kind: "none"} or {kind: "header", headerName, prefix?}')
     kind = auth.get("kind")
     if kind == NO_AUTH:
-        _known(auth, {"kind"})
+        check_known(auth, {"kind"})
         return (AuthMethod(NO_AUTH, NO_AUTH),)
     if kind == "oauth2":
         raise InvalidInput(OAUTH_LATER)
     if kind != "header":
         raise InvalidInput('auth.kind must be "none", "header" or "oauth2"')
-    _known(auth, {"kind", "headerName", "prefix"})
+    check_known(auth, {"kind", "headerName", "prefix"})
     name = auth.get("headerName")
     if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
         raise InvalidInput("auth.headerName must be a header name")
@@ -170,7 +162,7 @@ def _stdio_template(raw: Any) -> tuple[AuthMethod, ...]:
             continue
         if kind != "stdio_env":
             raise InvalidInput(f'{where}.kind must be "stdio_env" or "none" for a stdio server')
-        _known(item, {"slug", "kind", "vars", "label"})
+        check_known(item, {"slug", "kind", "vars", "label"})
         variables = item.get("vars")
         if (
             not isinstance(variables, list)
@@ -275,7 +267,7 @@ def registration(body: Any, *, stdio_allowed: bool) -> Registration:
     if not isinstance(body, dict):
         raise InvalidInput("Expected a JSON object")
     values: JsonObject = body
-    _known(values, _STDIO_FIELDS if transport_of(values) == STDIO else _REMOTE_FIELDS)
+    check_known(values, _STDIO_FIELDS if transport_of(values) == STDIO else _REMOTE_FIELDS)
     name = _text(values, "name", MAX_NAME_LENGTH, required=True)
     assert name is not None
     description = _text(values, "description", MAX_DESCRIPTION_LENGTH)
@@ -300,7 +292,7 @@ def reconfigured(
     stays unless the change names `auth` or `authenticationTemplate`."""
     if not isinstance(body, dict):
         raise InvalidInput("Expected a JSON object")
-    _known(body, CONFIG_FIELDS)
+    check_known(body, CONFIG_FIELDS)
     merged: JsonObject = {key: value for key, value in config.items()}
     merged.update({key: value for key, value in body.items() if key not in ("auth", "authenticationTemplate")})
     for key in [key for key, value in merged.items() if value is None]:

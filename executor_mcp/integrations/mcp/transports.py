@@ -400,17 +400,6 @@ async def _readers() -> AsyncIterator[trio.Nursery]:
 
 
 @asynccontextmanager
-async def open_streamable(outbound: Outbound, remote: Remote, *, max_bytes: int) -> AsyncIterator[StreamableSession]:
-    """A fresh, initialized Streamable HTTP session for one use, DELETEd afterwards (the pool keeps its own)."""
-    session = StreamableSession(outbound, remote, max_bytes=max_bytes)
-    try:
-        await session.initialize()
-        yield session
-    finally:
-        await session.close()
-
-
-@asynccontextmanager
 async def open_sse(outbound: Outbound, remote: Remote, *, max_bytes: int) -> AsyncIterator[SseSession]:
     """An initialized legacy SSE session whose stream reader lives exactly as long as the block."""
     session = SseSession(outbound, remote, max_bytes=max_bytes)

@@ -7,5 +7,7 @@ auth.py       auth methods: derived from a spec, the authoring dialect, merging,
 binding.py    what one operation needs at call time (the contract between compile and invoke)
 request.py    binding + arguments + credentials → an outbound request, or the pre-flight refusal
 response.py   an upstream answer → `{ok, data, http}` or a typed failure
-kind.py       the adapter the catalog calls (compile in a thread, invoke through `outbound`)
+sources.py    a pasted or fetched document, compiled in a child process at the caller's turn
+kind.py       the `Kind`: an add or configure request, compile in a thread, invoke through `outbound`
+specs.py      the OpenAPI surface beside the generic add: preview, update from a new document, detect
 """

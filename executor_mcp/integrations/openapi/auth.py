@@ -119,7 +119,7 @@ def header_presets(schemes: list[JsonObject], strategies: list[JsonObject]) -> l
                 headers["Authorization"] = None
                 labels.append("Bearer Token" if http == "bearer" else "Basic Auth")
             elif kind == "apiKey" and scheme.get("in") == "header":
-                headers[scheme.get("headerName", scheme["name"])] = None
+                headers[scheme["headerName"] if "headerName" in scheme else scheme["name"]] = None
                 labels.append(scheme["name"])
             elif kind == "apiKey":
                 labels.append(f"{scheme['name']} ({scheme.get('in', 'unknown')})")
@@ -272,10 +272,10 @@ def _placements(placements: list[Placement], where: str) -> tuple[Placement, ...
 def _placement_of(raw: Any, where: str) -> Placement:
     if not isinstance(raw, dict):
         raise InvalidInput(f"{where}.placements[] must be objects")
-    carrier, name = raw.get("carrier"), raw.get("name")
+    carrier = raw.get("carrier")
     if carrier not in CARRIERS:
         raise InvalidInput(f'{where}.placements[].carrier must be "header" or "query"')
-    _check_name(name, where)
+    name = _checked_name(raw.get("name"), where)
     fields: dict[str, str | None] = {}
     for key in ("prefix", "variable", "literal"):
         value = raw.get(key)
@@ -293,14 +293,15 @@ def _placement_of(raw: Any, where: str) -> Placement:
     )
 
 
-def _check_name(name: Any, where: str) -> None:
+def _checked_name(name: Any, where: str) -> str:
     if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH or any(c in name for c in "\r\n\0"):
         raise InvalidInput(f"{where}: a placement name must be a non-empty string of at most {MAX_NAME_LENGTH}")
+    return name
 
 
 def _authored(carrier: str, name: str, value: Any, where: str) -> Placement:
     """One authoring-dialect entry: a literal string, or literal prefixes then exactly one final variable."""
-    _check_name(name, where)
+    _checked_name(name, where)
     if isinstance(value, str):
         if len(value) > MAX_VALUE_LENGTH:
             raise InvalidInput(f"{where}: a literal value holds at most {MAX_VALUE_LENGTH} characters")
@@ -367,7 +368,7 @@ def _custom_slug() -> str:
 
 def describe_methods(methods: Sequence[AuthMethod]) -> list[JsonObject]:
     """`Integration.authMethods`: `{id, label, kind, template, placements?, oauth?}` per method."""
-    described = []
+    described: list[JsonObject] = []
     for method in methods:
         if method.kind == NO_AUTH:
             described.append(

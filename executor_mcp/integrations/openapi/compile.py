@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from executor_mcp.codec import JsonObject, converter, dumps, loads
+from executor_mcp.config import DEFAULT_MAX_SPEC_BYTES
 from executor_mcp.integrations.openapi import auth, naming
 from executor_mcp.integrations.openapi.binding import (
     LOCATIONS,
@@ -28,7 +29,7 @@ from executor_mcp.integrations.openapi.binding import (
     Server,
     ServerVariable,
 )
-from executor_mcp.integrations.openapi.document import MAX_SOURCE_BYTES, Document, parse
+from executor_mcp.integrations.openapi.document import Document, parse
 from executor_mcp.records.integration_errors import SpecRefused
 from executor_mcp.records.integrations import AuthMethod, CompiledCatalog, ToolDef
 
@@ -89,7 +90,7 @@ class CompiledSpec:
 
 
 def compile_spec(
-    source: bytes | str, *, max_bytes: int = MAX_SOURCE_BYTES, max_operations: int | None = None
+    source: bytes | str, *, max_bytes: int = DEFAULT_MAX_SPEC_BYTES, max_operations: int | None = None
 ) -> CompiledSpec:
     """Source text → `CompiledSpec`, or `SpecRefused` with a one-line reason. CPU-bound: the server runs it in a
     child process (`isolated.py`)."""

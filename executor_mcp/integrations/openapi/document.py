@@ -22,9 +22,9 @@ import attrs
 import yaml
 
 from executor_mcp.codec import JsonObject, loads
+from executor_mcp.config import DEFAULT_MAX_SPEC_BYTES
 from executor_mcp.records.integration_errors import SpecRefused
 
-MAX_SOURCE_BYTES = 32 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 4_000_000
 MAX_REF_CHAIN = 32
@@ -90,7 +90,7 @@ class Document:
         return None
 
 
-def parse(source: bytes | str, *, max_bytes: int = MAX_SOURCE_BYTES) -> Document:
+def parse(source: bytes | str, *, max_bytes: int = DEFAULT_MAX_SPEC_BYTES) -> Document:
     """Source text → a `Document`, or `SpecRefused` with a one-line reason."""
     size = len(source.encode(errors="replace") if isinstance(source, str) else source)
     if size > max_bytes:
@@ -163,22 +163,23 @@ class _Walk:
         if self.convert:
             shared = self._shared.get(key)
             if shared is not None:
-                converted, self.height, volume = shared
+                walked_before, self.height, volume = shared
                 if depth + self.height - 1 > MAX_DEPTH:
                     raise _too_deep()
                 self._count(volume)
-                return converted
+                return walked_before
             if key in self._open:  # an alias of its own ancestor: infinitely deep
                 raise _too_deep()
             self._open.add(key)
         before = self.visits
         self._count(1)
         height = 0
+        converted: Any
         if isinstance(value, dict):
             ref = value.get("$ref")
             if isinstance(ref, str):
                 self.refs.add(ref)
-            converted: Any = {} if self.convert else value
+            converted = {} if self.convert else value
             for name, child in value.items():
                 walked = self.value(child, depth + 1)
                 height = max(height, self.height)

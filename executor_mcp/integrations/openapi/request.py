@@ -284,11 +284,13 @@ def _encoding_of(encoding: JsonObject, key: str) -> tuple[str, bool, bool, str |
     """A property's (style, explode, allowReserved, contentType) from a hostile spec's Encoding Object."""
     entry = encoding.get(key)
     entry = entry if isinstance(entry, dict) else {}
-    style = entry.get("style") if isinstance(entry.get("style"), str) else "form"
+    raw_style = entry.get("style")
+    style = raw_style if isinstance(raw_style, str) else "form"
     explode_value = entry.get("explode")
     explode = _explode(style, explode_value if isinstance(explode_value, bool) else None)
     allow_reserved = entry.get("allowReserved") is True
-    content_type = entry.get("contentType") if isinstance(entry.get("contentType"), str) else None
+    raw_content_type = entry.get("contentType")
+    content_type = raw_content_type if isinstance(raw_content_type, str) else None
     return style, explode, allow_reserved, content_type
 
 

@@ -19,10 +19,10 @@ from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.integration.test_approvals import CREATE, LIST
 from tests.integration.test_integrations_e2e import add_orders
-from tests.integration.test_modern_wire import FORM, call_body, error_of, result_of, send
 from tests.integration.test_passthrough import GET_ORDER, add_policy
 from tests.integration.test_passthrough import orders as orders
 from tests.integration.test_passthrough import upstream as upstream
+from tests.integration.test_stateless_wire import FORM, call_body, error_of, result_of, send
 from tests.upstream import Upstream
 
 NATIVE = "?elicitation_mode=native"

@@ -16,26 +16,26 @@ from executor_mcp.codec import json_digest
 from executor_mcp.protocol import request_state
 from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import Message, Notification, Request, Response
-from executor_mcp.protocol.modern import (
+from executor_mcp.protocol.request_state import MAX_STATE, BadRequestState, RequestState, seal, unseal
+from executor_mcp.protocol.stateless import (
     HANDSHAKE_VERSIONS,
     META_CAPABILITIES,
     META_SERVER_INFO,
     META_VERSION,
-    MODERN_VERSION,
+    STATELESS_VERSION,
     complete,
     declares_form_elicitation,
     discover_result,
     header_value,
     input_required,
-    is_modern,
-    speaks_modern_by_header,
+    is_stateless,
+    stateless_by_header,
     status_of,
     validate,
 )
-from executor_mcp.protocol.request_state import MAX_STATE, BadRequestState, RequestState, seal, unseal
 
 SERVER_INFO = {"name": "executor", "version": __version__}
-META = {META_VERSION: MODERN_VERSION, META_CAPABILITIES: {}}
+META = {META_VERSION: STATELESS_VERSION, META_CAPABILITIES: {}}
 
 CLIENT_INFO = "io.modelcontextprotocol/clientInfo"  # optional, and not read by the server
 
@@ -48,7 +48,9 @@ def call(name: str = "execute", meta: Any = META, request_id: int = 7, **params:
     return Request(id=request_id, method="tools/call", params=body)
 
 
-def routing(method: str = "tools/call", name: str | None = "execute", version: str = MODERN_VERSION) -> dict[str, str]:
+def routing(
+    method: str = "tools/call", name: str | None = "execute", version: str = STATELESS_VERSION
+) -> dict[str, str]:
     """The routing headers a conforming client sends for one request."""
     sent = {"mcp-protocol-version": version, "mcp-method": method}
     if name is not None:
@@ -73,47 +75,47 @@ def with_meta(meta: Any = META) -> list[Message]:
     return [call(meta=meta)]
 
 
-@pytest.mark.parametrize("version", [MODERN_VERSION, "v999.0.0", "2026-01-01", " 2026-07-28 "])
+@pytest.mark.parametrize("version", [STATELESS_VERSION, "v999.0.0", "2026-01-01", " 2026-07-28 "])
 def test_a_version_header_of_no_handshake_version_speaks_2026_without_any_meta(version: str) -> None:
     """Unknown versions too, so that they reach the ladder and hear `-32022` rather than a 2025 refusal."""
-    assert speaks_modern_by_header({"mcp-protocol-version": version})
-    assert is_modern({"mcp-protocol-version": version}, [call(meta=None)], batch=False)
+    assert stateless_by_header({"mcp-protocol-version": version})
+    assert is_stateless({"mcp-protocol-version": version}, [call(meta=None)], batch=False)
 
 
 def test_the_body_meta_alone_speaks_2026() -> None:
-    assert not speaks_modern_by_header({})
-    assert is_modern({}, with_meta(), batch=False)
-    assert is_modern({}, with_meta({META_VERSION: "v999.0.0"}), batch=False)
+    assert not stateless_by_header({})
+    assert is_stateless({}, with_meta(), batch=False)
+    assert is_stateless({}, with_meta({META_VERSION: "v999.0.0"}), batch=False)
     # A notification claims the era the same way.
-    assert is_modern({}, [Notification(method="notifications/x", params={"_meta": META})], batch=False)
+    assert is_stateless({}, [Notification(method="notifications/x", params={"_meta": META})], batch=False)
 
 
 @pytest.mark.parametrize("version", sorted(HANDSHAKE_VERSIONS))
 def test_a_handshake_version_header_stays_2025(version: str) -> None:
     headers = {"mcp-protocol-version": version}
-    assert not speaks_modern_by_header(headers)
-    assert not is_modern(headers, [call(meta=None)], batch=False)
+    assert not stateless_by_header(headers)
+    assert not is_stateless(headers, [call(meta=None)], batch=False)
     # A body claim still makes it 2026: the ladder then tells the client its header disagrees.
-    assert is_modern(headers, with_meta(), batch=False)
+    assert is_stateless(headers, with_meta(), batch=False)
 
 
 def test_a_session_id_keeps_a_2026_version_header_in_2025() -> None:
     """A request naming a 2025 session is that session's, whatever its version header (its bad header then
     hears the 2025 refusal); a blank session header names none."""
-    named = {"mcp-protocol-version": MODERN_VERSION, "mcp-session-id": "abc"}
-    assert not speaks_modern_by_header(named)
-    assert not is_modern(named, [call(meta=None)], batch=False)
-    assert speaks_modern_by_header({"mcp-protocol-version": MODERN_VERSION, "mcp-session-id": "  "})
+    named = {"mcp-protocol-version": STATELESS_VERSION, "mcp-session-id": "abc"}
+    assert not stateless_by_header(named)
+    assert not is_stateless(named, [call(meta=None)], batch=False)
+    assert stateless_by_header({"mcp-protocol-version": STATELESS_VERSION, "mcp-session-id": "  "})
     # The body's own claim is 2026, and a 2026 request ignores any session header.
-    assert is_modern(named, with_meta(), batch=False)
+    assert is_stateless(named, with_meta(), batch=False)
 
 
 def test_a_batch_is_2026_only_by_its_header() -> None:
     """A batch claims nothing by its bodies; with a 2026 header it is a 2026 POST (refused there as a batch)."""
     messages = [call(meta=META, request_id=1), call(meta=META, request_id=2)]
-    assert not is_modern({}, messages, batch=True)
-    assert not is_modern({}, with_meta(), batch=True)
-    assert is_modern({"mcp-protocol-version": MODERN_VERSION}, messages, batch=True)
+    assert not is_stateless({}, messages, batch=True)
+    assert not is_stateless({}, with_meta(), batch=True)
+    assert is_stateless({"mcp-protocol-version": STATELESS_VERSION}, messages, batch=True)
 
 
 @pytest.mark.parametrize(
@@ -128,7 +130,7 @@ def test_a_batch_is_2026_only_by_its_header() -> None:
     ],
 )
 def test_no_claim_and_no_header_is_2025(messages: list[Message]) -> None:
-    assert not is_modern({}, messages, batch=False)
+    assert not is_stateless({}, messages, batch=False)
 
 
 # -- the ladder ----------------------------------------------------------------------------------------
@@ -137,9 +139,9 @@ def test_no_claim_and_no_header_is_2025(messages: list[Message]) -> None:
 def test_a_request_that_passes_gives_its_capabilities() -> None:
     capabilities = {"elicitation": {"form": {}}}
     info = {"name": "tests", "version": "1"}
-    request = call(meta={META_VERSION: MODERN_VERSION, META_CAPABILITIES: capabilities, CLIENT_INFO: info})
-    modern = validate(routing(), frozenset(), request)
-    assert (modern.request, modern.capabilities) == (request, capabilities)
+    request = call(meta={META_VERSION: STATELESS_VERSION, META_CAPABILITIES: capabilities, CLIENT_INFO: info})
+    validated = validate(routing(), frozenset(), request)
+    assert (validated.request, validated.capabilities) == (request, capabilities)
     # `clientInfo` is optional: a request without it passes, and one with a malformed one too.
     assert validate(routing(), frozenset(), call()).capabilities == META[META_CAPABILITIES]
     assert validate(routing(), frozenset(), call(meta={**META, CLIENT_INFO: "tests"})).request.id == 7
@@ -151,9 +153,9 @@ def test_a_request_that_passes_gives_its_capabilities() -> None:
         (None, [META_VERSION, META_CAPABILITIES]),
         ("not an object", [META_VERSION, META_CAPABILITIES]),
         ({META_CAPABILITIES: {}}, [META_VERSION]),
-        ({META_VERSION: MODERN_VERSION}, [META_CAPABILITIES]),
+        ({META_VERSION: STATELESS_VERSION}, [META_CAPABILITIES]),
         ({META_VERSION: 20260728, META_CAPABILITIES: {}}, [META_VERSION]),
-        ({META_VERSION: MODERN_VERSION, META_CAPABILITIES: ["elicitation"]}, [META_CAPABILITIES]),
+        ({META_VERSION: STATELESS_VERSION, META_CAPABILITIES: ["elicitation"]}, [META_CAPABILITIES]),
     ],
 )
 def test_row_7_meta_must_carry_the_version_and_the_capabilities(meta: Any, missing: list[str]) -> None:
@@ -173,7 +175,7 @@ def test_row_7_a_request_with_no_params_has_no_meta() -> None:
     ("headers", "words"),
     [
         ({"mcp-method": "tools/call", "mcp-name": "execute"}, "mcp-protocol-version is missing or malformed"),
-        ({"mcp-protocol-version": MODERN_VERSION, "mcp-name": "execute"}, "mcp-method is missing or malformed"),
+        ({"mcp-protocol-version": STATELESS_VERSION, "mcp-name": "execute"}, "mcp-method is missing or malformed"),
         (routing(name=None), "mcp-name is missing or malformed"),
         ({**routing(), "mcp-name": "   "}, "mcp-name is missing or malformed"),
         ({**routing(), "mcp-protocol-version": "2025-11-25"}, "mcp-protocol-version does not match"),
@@ -231,7 +233,7 @@ def test_row_8_the_base64_form_is_decoded_and_whitespace_is_trimmed() -> None:
     assert header_value(b64_header(named)) == named
     assert validate({**routing(name=b64_header(named))}, frozenset(), call(named)).request.params["name"] == named
     # The value around the sentinel is trimmed; what the sentinel encodes is kept byte for byte.
-    padded = {"mcp-protocol-version": f"  {MODERN_VERSION}\t", "mcp-method": " tools/call ", "mcp-name": " execute"}
+    padded = {"mcp-protocol-version": f"  {STATELESS_VERSION}\t", "mcp-method": " tools/call ", "mcp-name": " execute"}
     assert validate(padded, frozenset(), call()).request.id == 7
     assert validate(routing(name=f"  {b64_header(' lead')}  "), frozenset(), call(" lead")).request.id == 7
     assert header_value(None) is None
@@ -246,7 +248,7 @@ def test_row_8_comes_before_row_9() -> None:
     refused = refusal(routing(version="v999.0.0"), call(meta=future))
     assert refused.code == -32022
     assert refused.message == "Unsupported protocol version: v999.0.0"
-    assert refused.data == {"supported": [MODERN_VERSION], "requested": "v999.0.0"}
+    assert refused.data == {"supported": [STATELESS_VERSION], "requested": "v999.0.0"}
     assert status_of(refused.code) == 400
 
 
@@ -256,7 +258,7 @@ def test_row_9_a_version_of_no_2026_revision_is_unsupported(version: str) -> Non
     version in `_meta` is not trimmed (its header is, so the header must carry the same text encoded)."""
     meta = {META_VERSION: version, META_CAPABILITIES: {}}
     refused = refusal(routing(version=b64_header(version)), call(meta=meta))
-    assert (refused.code, refused.data) == (-32022, {"supported": [MODERN_VERSION], "requested": version})
+    assert (refused.code, refused.data) == (-32022, {"supported": [STATELESS_VERSION], "requested": version})
 
 
 def test_row_9_comes_before_row_10() -> None:
@@ -346,7 +348,7 @@ def test_input_required_carries_no_cache_hints() -> None:
 
 def test_discover_lists_2026_only_publicly_cacheable() -> None:
     assert discover_result() == {
-        "supportedVersions": [MODERN_VERSION],
+        "supportedVersions": [STATELESS_VERSION],
         "capabilities": {"tools": {}},
         "resultType": "complete",
         "_meta": {META_SERVER_INFO: SERVER_INFO},

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import trio
 
-from executor_mcp.transport import modern as modern_transport
+from executor_mcp.transport import stateless as stateless_transport
 from tests.auth_support import mint
 from tests.conftest import ServerUnderTest, jwt_server, start_server
 from tests.integration.test_passthrough import GET_ORDER
@@ -305,8 +305,8 @@ def sleep_then_order(ms: int, order: str) -> str:
 def quick_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call still running after 0.2 s is answered as a stream, keep-alives every 0.3 s (the server runs on
     the test's loop: the endpoint reads both when it answers)."""
-    monkeypatch.setattr(modern_transport, "COMMIT_SECONDS", 0.2)
-    monkeypatch.setattr(modern_transport, "STREAM_KEEPALIVE_SECONDS", 0.3)
+    monkeypatch.setattr(stateless_transport, "COMMIT_SECONDS", 0.2)
+    monkeypatch.setattr(stateless_transport, "STREAM_KEEPALIVE_SECONDS", 0.3)
 
 
 async def test_a_slow_call_is_answered_as_a_stream_with_no_event_ids(

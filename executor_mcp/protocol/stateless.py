@@ -4,7 +4,7 @@ A 2026 request carries everything on itself: its version and the client's capabi
 `params._meta`, its method (and name) again in headers that a proxy can route on. There is no handshake and
 no session: `validate` runs the spec's ladder on one request (first failure wins, each with its exact code
 and status) and gives back what the rest of the server needs to serve it. The 2025 revisions are served
-exactly as before; `is_modern` is the one place the two eras part.
+exactly as before; `is_stateless` is the one place the two eras part.
 
 Statuses: the spec fixes 400 for the header, version, capability and `_meta` errors and 404 (only) for
 `-32601`; for the rest this server follows the official Python SDK (400 for malformed requests and bad
@@ -24,8 +24,8 @@ from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import Message, Notification, Request
 from executor_mcp.protocol.mcp import DISCOVER_METHOD, SERVER_NAME
 
-MODERN_VERSION = "2026-07-28"
-MODERN_VERSIONS = (MODERN_VERSION,)
+STATELESS_VERSION = "2026-07-28"
+STATELESS_VERSIONS = (STATELESS_VERSION,)
 # The versions that open with `initialize`: a version header naming one of these is the 2025 era.
 HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 
@@ -82,11 +82,11 @@ def status_of(code: int) -> int:
     return _STATUS.get(code, 200)
 
 
-def is_modern(headers: Mapping[str, str], messages: list[Message], batch: bool) -> bool:
+def is_stateless(headers: Mapping[str, str], messages: list[Message], batch: bool) -> bool:
     """Whether a POST speaks 2026-07-28: a single message whose `_meta` claims a version, or a version header
     that names no handshake version (unknown ones included, so that they hear `-32022`) on a request that names
     no 2025 session (one that does is a 2025 request with a bad header, refused as it always was)."""
-    if speaks_modern_by_header(headers):
+    if stateless_by_header(headers):
         return True
     if batch or len(messages) != 1:
         return False
@@ -97,21 +97,21 @@ def is_modern(headers: Mapping[str, str], messages: list[Message], batch: bool) 
     return isinstance(meta, dict) and META_VERSION in meta
 
 
-def speaks_modern_by_header(headers: Mapping[str, str]) -> bool:
+def stateless_by_header(headers: Mapping[str, str]) -> bool:
     """A version header of no handshake version, on a request with no `Mcp-Session-Id`."""
     version = headers.get(VERSION_HEADER, "").strip()
     return bool(version) and version not in HANDSHAKE_VERSIONS and not headers.get(SESSION_HEADER, "").strip()
 
 
 @attrs.frozen
-class ModernRequest:
+class StatelessRequest:
     """One 2026 request that passed the ladder: what serving it needs to know about its client."""
 
     request: Request
     capabilities: JsonObject  # this request's own: 2026 has no handshake to remember them from
 
 
-def validate(headers: Mapping[str, str], repeated: frozenset[str], request: Request) -> ModernRequest:
+def validate(headers: Mapping[str, str], repeated: frozenset[str], request: Request) -> StatelessRequest:
     """The spec's checks on a 2026 request, in its order: `_meta` (-32602), the routing headers (-32020),
     the version (-32022), the method (-32601). `repeated` names the headers sent more than once."""
     params = request.params if isinstance(request.params, dict) else {}
@@ -128,24 +128,24 @@ def validate(headers: Mapping[str, str], repeated: frozenset[str], request: Requ
     assert isinstance(version, str)
     assert isinstance(capabilities, dict)
     _check_headers(headers, repeated, request, params, version)
-    if version not in MODERN_VERSIONS:
+    if version not in STATELESS_VERSIONS:
         raise RpcError(
             UNSUPPORTED_VERSION,
             f"Unsupported protocol version: {version[:100]}",
-            {"supported": list(MODERN_VERSIONS), "requested": version},
+            {"supported": list(STATELESS_VERSIONS), "requested": version},
         )
     if request.method not in SERVED:
         raise RpcError(Code.METHOD_NOT_FOUND, "Method not found")
-    return ModernRequest(request, capabilities)
+    return StatelessRequest(request, capabilities)
 
 
 def _check_headers(
     headers: Mapping[str, str], repeated: frozenset[str], request: Request, params: JsonObject, version: str
 ) -> None:
-    expected = {VERSION_HEADER: version, METHOD_HEADER: request.method}
+    expected: dict[str, str | None] = {VERSION_HEADER: version, METHOD_HEADER: request.method}
     if request.method in NAMED:
         named = params.get(NAMED[request.method])
-        expected[NAME_HEADER] = named if isinstance(named, str) else None  # type: ignore[assignment]
+        expected[NAME_HEADER] = named if isinstance(named, str) else None
     for name, wanted in expected.items():
         if name in repeated:
             raise RpcError(HEADER_MISMATCH, f"Header mismatch: {name} is sent more than once")
@@ -204,7 +204,7 @@ def discover_result() -> JsonObject:
     """`server/discover`: only 2026 versions are listed (the 2025 ones are reached with `initialize`), and only
     the capabilities honoured on this era (no list-changed notifications: there is no stream to send them on)."""
     return complete(
-        {"supportedVersions": list(MODERN_VERSIONS), "capabilities": {"tools": {}}},
+        {"supportedVersions": list(STATELESS_VERSIONS), "capabilities": {"tools": {}}},
         ttl_ms=DISCOVER_TTL_MS,
         scope=PUBLIC,
     )

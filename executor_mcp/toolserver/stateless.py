@@ -1,5 +1,6 @@
-"""How a workspace's tool server answers MCP 2026-07-28 requests: `tools/list` and `tools/call`, shaped for
-that era, with native-mode approvals as multi-round-trip requests.
+"""How a workspace's tool server answers stateless requests (MCP 2026-07-28: each request stands alone, with no
+session handshake): `tools/list` and `tools/call`, shaped for that revision, with native-mode approvals as
+multi-round-trip requests.
 
 The tools are the session's own (`execute`, `skills`, `resume`, or passthrough's), run exactly as for a 2025
 session. Only the ends differ. Every result gets `resultType` (and the list its cache hints). In native mode a
@@ -14,15 +15,15 @@ import functools
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from executor_mcp.codec import JsonObject, dumps, json_digest
 from executor_mcp.execution.results import PAUSED_STATUS
-from executor_mcp.execution.runs import Book, Pause, model_worded
+from executor_mcp.execution.runs import Pause, PendingApprovals, model_worded
 from executor_mcp.protocol.errors import Code, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Request, Response
 from executor_mcp.protocol.mcp import CallToolParams, structure_params
-from executor_mcp.protocol.modern import (
+from executor_mcp.protocol.request_state import BadRequestState, RequestState, seal, unseal
+from executor_mcp.protocol.stateless import (
     FORM_ELICITATION,
     MISSING_CAPABILITY,
     TOOLS_CALL,
@@ -32,9 +33,9 @@ from executor_mcp.protocol.modern import (
     declares_form_elicitation,
     input_required,
 )
-from executor_mcp.protocol.request_state import BadRequestState, RequestState, seal, unseal
 from executor_mcp.storage.records import NATIVE_ELICITATION, Owner
-from executor_mcp.toolserver.executor_tools import ACTIONS, RESUME
+from executor_mcp.tools.approval import CANCEL, elicited
+from executor_mcp.toolserver.executor_tools import RESUME
 from executor_mcp.toolserver.registry import ToolContext
 from executor_mcp.toolserver.server import Send, Serve, ToolServer, answer
 
@@ -44,11 +45,12 @@ RUNS_CODE = frozenset({"execute", "invoke"})
 APPROVAL_KEY = "approval"
 
 
-class ModernCalls:
-    """The 2026 ends of a workspace's tool server; `key` signs `requestState` (the control plane keeps it)."""
+class StatelessCalls:
+    """The stateless (2026) ends of a workspace's tool server; `key` signs `requestState` (the control plane
+    keeps it)."""
 
-    def __init__(self, book: Book, key: bytes, clock: Callable[[], float] = time.time) -> None:
-        self._book = book
+    def __init__(self, approvals: PendingApprovals, key: bytes, clock: Callable[[], float] = time.time) -> None:
+        self._approvals = approvals
         self._key = key
         self._clock = clock
 
@@ -108,24 +110,25 @@ class ModernCalls:
         except BadRequestState as exc:
             raise RpcError(Code.INVALID_PARAMS, f"Invalid params: {exc}") from None
         responses = raw.get("inputResponses")
-        action, content = _elicited(responses.get(state.key) if isinstance(responses, dict) else None)
-        found = self._book.lookup(state.execution_id, owner)
+        action, content = elicited(responses.get(state.key) if isinstance(responses, dict) else None)
+        found = self._approvals.lookup(state.execution_id, owner)
         if action is None and isinstance(found, Pause) and not found.answer.done:
             return model_worded(found)
-        arguments = {"executionId": state.execution_id, "action": action or "cancel", "content": dumps(content or {})}
+        arguments = {"executionId": state.execution_id, "action": action or CANCEL, "content": dumps(content or {})}
         return await server.entry(RESUME.name).handler(arguments, context)
 
     def _shaped(self, result: JsonObject, owner: Owner, params: CallToolParams) -> JsonObject:
         """A native-mode result: a pause becomes the question for the client to ask, anything else is complete."""
         structured = result.get("structuredContent")
-        interaction = structured.get("interaction") if isinstance(structured, dict) else None
-        paused = isinstance(structured, dict) and structured.get("status") == PAUSED_STATUS
-        if not paused or not isinstance(interaction, dict):
+        if not isinstance(structured, dict) or structured.get("status") != PAUSED_STATUS:
+            return complete(result)
+        interaction = structured.get("interaction")
+        if not isinstance(interaction, dict):
             return complete(result)
         state = RequestState(
             execution_id=structured["executionId"],
             account=owner.account_id,
-            org=owner.org_id,
+            org=owner.org_id or "",  # a workspace's owner always has one (a principal without is refused)
             admin=owner.org_admin,
             tool=params.name,
             arguments=json_digest(params.arguments),
@@ -144,12 +147,4 @@ class ModernCalls:
 
 
 def _principal(owner: Owner) -> tuple[str, str, bool]:
-    return owner.account_id, owner.org_id, owner.org_admin
-
-
-def _elicited(response: Any) -> tuple[str | None, JsonObject | None]:
-    """An `ElicitResult`'s action and content; (None, None) when it is not one."""
-    if not isinstance(response, dict) or response.get("action") not in ACTIONS:
-        return None, None
-    content = response.get("content")
-    return response["action"], content if isinstance(content, dict) else None
+    return owner.account_id, owner.org_id or "", owner.org_admin

@@ -11,7 +11,7 @@ import trio
 from executor_mcp.codec import json_digest
 from tests.auth_support import bearer, mint
 from tests.conftest import jwt_server
-from tests.integration.test_modern_wire import body, result_of, routing
+from tests.integration.test_stateless_wire import body, result_of, routing
 from tests.mcp_http import envelope
 from tests.process import run_cli
 

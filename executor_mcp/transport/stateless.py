@@ -1,6 +1,6 @@
 """`/mcp` for MCP revision 2026-07-28: one request per POST, no session, answered in that era's vocabulary.
 
-The endpoint has authenticated the request and told its era (`protocol/modern.py`) before anything here
+The endpoint has authenticated the request and told its era (`protocol/stateless.py`) before anything here
 runs, so a 2026 request never meets a 2025 session rule. Then: one request (not a batch, not a posted
 response), a notification acknowledged and dropped, the spec's ladder, and the method. `server/discover` is
 computed; `tools/list` and `tools/call` run in the principal's workspace (`SessionManager.workspace`), an
@@ -21,15 +21,15 @@ import trio
 from executor_mcp.auth.principal import Principal
 from executor_mcp.codec import JsonObject, dumps
 from executor_mcp.protocol.errors import Code, Refused, RpcError
-from executor_mcp.protocol.jsonrpc import Message, Request, RequestId, Response, encode, error_response
+from executor_mcp.protocol.jsonrpc import Message, Request, RequestId, Response, encode_message, error_response
 from executor_mcp.protocol.mcp import DISCOVER_METHOD
-from executor_mcp.protocol.modern import ModernRequest, discover_result, status_of, validate
+from executor_mcp.protocol.stateless import StatelessRequest, discover_result, status_of, validate
 from executor_mcp.sessions.lifecycle import workspace_refusal
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Stream
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
-from executor_mcp.toolserver.modern import ModernCalls
+from executor_mcp.toolserver.stateless import StatelessCalls
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import Answer, Exchange, LastChunk
 from executor_mcp.transport.sse import KEEPALIVE, message_event
@@ -40,8 +40,8 @@ STREAM_KEEPALIVE_SECONDS = 15.0  # as the Python SDK; 2025 streams use theirs (`
 _STREAM_HEADERS = {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-class ModernEndpoint:
-    def __init__(self, manager: SessionManager, calls: ModernCalls, resource: str) -> None:
+class StatelessEndpoint:
+    def __init__(self, manager: SessionManager, calls: StatelessCalls, resource: str) -> None:
         self._manager = manager
         self._calls = calls
         self._resource = resource
@@ -56,22 +56,22 @@ class ModernEndpoint:
                 return Answer(202)
             return _error(None, Code.INVALID_REQUEST, "Invalid Request: a response cannot be posted")
         try:
-            modern = validate(exchange.headers, exchange.headers.repeated, message)
+            validated = validate(exchange.headers, exchange.headers.repeated, message)
         except RpcError as exc:
             return _error(message.id, exc.code, exc.message, exc.data)
         if message.method == DISCOVER_METHOD:
-            return _json(encode(Response(id=message.id, result=discover_result())))
+            return _json(encode_message(Response(id=message.id, result=discover_result())))
         try:
             session = await self._manager.workspace(principal, self._resource, *session_modes(exchange))
-            return await self._call(session, modern)
+            return await self._call(session, validated)
         except Refused as refused:
             raise Refused(
                 workspace_refusal(refused.refusal), challenge=refused.challenge, request_id=message.id, **refused.params
             ) from None
 
-    async def _call(self, session: Session, modern: ModernRequest) -> Answer:
+    async def _call(self, session: Session, validated: StatelessRequest) -> Answer:
         stream = session.open_stream(1, None)
-        call = session.start_call(modern.request, stream, self._calls.serving(modern.capabilities))
+        call = session.start_call(validated.request, stream, self._calls.serving(validated.capabilities))
         try:
             with trio.move_on_after(COMMIT_SECONDS):
                 while not stream.finished:
@@ -125,4 +125,4 @@ def _json(body: JsonObject, status: int = 200) -> Answer:
 
 
 def _error(request_id: RequestId | None, code: int, message: str, data: Any = None) -> Answer:
-    return _json(encode(error_response(request_id, code, message, data)), status_of(code))
+    return _json(encode_message(error_response(request_id, code, message, data)), status_of(code))

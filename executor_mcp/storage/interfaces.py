@@ -1,0 +1,327 @@
+"""The control plane's stores, one per domain, as the interfaces every backend implements.
+
+LMDB (`storage/lmdb/`) is the embedded backend; a second one (PostgreSQL) implements the same protocols and
+passes the same contract suite (`tests/unit/storage_contract/`). What every backend keeps:
+
+- Every method is one transaction: a server and an admin command (another process on the same data dir, or
+  another instance on the same database) never see half a change, and a write is durable when it returns.
+- An operation that changes records of two tables is on the store that owns the primary record and changes
+  the dependent ones in the same transaction: removing an integration removes its connections; a connection
+  is only written while its integration exists; revoking an org leaves its revocation request; condemning a
+  session leaves its termination request. No caller composes such a change out of two calls.
+- A stored record that no longer decodes is logged and treated as absent (skipped in listings), never the
+  end of a read; an identifier too long to store is `InvalidInput` on a write and nothing on a read.
+- Records are the attrs classes of `storage/records.py` and `records/integrations.py`; bytes parameters
+  (sources, compiled catalogs, sealed secret items, audit entries, journals) are opaque to the store.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
+
+from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
+from executor_mcp.storage.records import (
+    ApiKeyRecord,
+    ConsoleLinkRecord,
+    OrgRecord,
+    Owner,
+    PolicyRecord,
+    SessionRecord,
+)
+
+T = TypeVar("T")
+
+# Who owns a connection (and the secret items it holds): the org (everyone in it), or one account in it.
+ORG_OWNER = "org"
+USER_OWNER = "user"
+
+
+class SessionDirectory(Protocol):
+    """Which sessions exist, whom they belong to, whether they are condemned: enough to route, refuse or
+    sweep a session without opening its file."""
+
+    async def put_session(self, record: SessionRecord) -> None:
+        """Create or replace the entry; the owner's count grows only when the id is new."""
+
+    async def get_session(self, session_id: str) -> SessionRecord | None: ...
+
+    async def update_session(self, session_id: str, **changes: object) -> SessionRecord | None:
+        """Change fields of the entry in one transaction; None (nothing written) when it is gone."""
+
+    async def delete_session(self, session_id: str) -> None:
+        """Remove the entry (and its owner's count of it); nothing when there is none."""
+
+    async def owner_session_count(self, owner: Owner) -> int:
+        """How many sessions `owner` has (an account within one org), without listing them: asked on every
+        session opened, so it must be a point read."""
+
+    async def owner_sessions(self, owner: Owner) -> list[SessionRecord]:
+        """One owner's sessions, without reading anyone else's."""
+
+    async def request_termination(self, session_id: str, at: float) -> bool:
+        """Condemn a session from outside the server (admin): mark it, and leave a request that a running
+        server takes (`take_termination_requests`), in one transaction. False if there is no such session."""
+
+    async def take_termination_requests(self) -> list[str]:
+        """The session ids of every pending termination request, removed as they are taken: two takers never
+        get the same request."""
+
+    async def sessions(self) -> list[SessionRecord]:
+        """Every readable entry."""
+
+    async def session_count(self) -> int:
+        """How many entries there are, readable or not, without a scan: for the metrics."""
+
+    async def session_ids(self) -> set[str]:
+        """The ids the directory names, readable entry or not: what start-up recovery compares files to."""
+
+
+class PausedDirectory(Protocol):
+    """Which sessions keep a paused execution in their file, and until when: what start-up revives. (The
+    pauses and journals themselves are the session's own, `ExecutionJournals`.) Backed by the session
+    directory's entries (`SessionRecord.paused_until`)."""
+
+    async def mark_paused(self, session_id: str, until: float) -> SessionRecord | None:
+        """Say that the session keeps a pause until `until` (0: none any more); the updated entry, or None
+        when the session is gone."""
+
+    async def paused_sessions(self) -> list[SessionRecord]:
+        """The sessions, not condemned, that keep a pause."""
+
+
+class ExecutionJournals(Protocol):
+    """Where one session keeps its durable executions: each one's journal records and the pauses that wait
+    on it, as bytes the execution layer encodes. Today the session's own file (`SessionFile`)."""
+
+    async def keep_execution(
+        self, key: str, records: list[tuple[int, bytes]], pauses: dict[str, bytes] | None = None
+    ) -> None:
+        """Append numbered journal records of execution `key` and write pause records, in one transaction."""
+
+    async def journal(self, key: str) -> list[bytes]:
+        """The execution's records in number order; empty when there is none."""
+
+    async def pauses(self) -> list[bytes]:
+        """Every pause record of the session."""
+
+    async def forget_execution(self, key: str, pause_ids: list[str]) -> None:
+        """Drop the execution's journal and the given pause records (the execution ended)."""
+
+    async def forget_executions(self) -> None:
+        """Drop every journal and pause record of the session."""
+
+
+class OrgStore(Protocol):
+    """The organizations the server has seen or been told about, and which are revoked."""
+
+    async def get_org(self, org_id: str) -> OrgRecord | None: ...
+
+    async def note_org(self, org_id: str, at: float) -> OrgRecord:
+        """The org's record, created (live, first seen `at`) the first time; never changes a known one."""
+
+    async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
+        """Revoke or reinstate (creating the record if the org was never seen)."""
+
+    async def orgs(self) -> list[OrgRecord]: ...
+
+    async def request_revocation(self, org_id: str, at: float) -> OrgRecord:
+        """Revoke from outside the server (admin) and leave a request that a running server takes to end the
+        org's live sessions, in one transaction."""
+
+    async def take_revocation_requests(self) -> list[str]:
+        """The org ids of every pending revocation request, removed as they are taken."""
+
+
+class ApiKeyStore(Protocol):
+    """API keys, stored by the SHA-256 of their secret (the key itself is never kept)."""
+
+    async def put_api_key(self, digest: str, record: ApiKeyRecord) -> None: ...
+
+    async def get_api_key(self, digest: str) -> ApiKeyRecord | None: ...
+
+    async def revoke_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """Revoke by the key's public id; the revoked record, or None if no key has that id."""
+
+    async def api_keys(self) -> list[ApiKeyRecord]: ...
+
+
+class PolicyStore(Protocol):
+    """Tool policies: an org's rules, and each account's own rules within the org."""
+
+    async def policies(self, org_id: str, account_id: str | None) -> list[PolicyRecord]:
+        """The org's rules and, with `account_id`, that account's own in the org (never another org's or
+        another member's)."""
+
+    async def edit_policies(
+        self,
+        org_id: str,
+        account_id: str | None,
+        edit: Callable[[list[PolicyRecord]], tuple[list[PolicyRecord], list[PolicyRecord], T]],
+    ) -> T:
+        """Read what `policies` would and write `edit`'s (records to put, records to delete, result) in one
+        transaction, so concurrent edits (a server and an admin command) cannot interleave. `edit` may run
+        more than once (a backend may retry a conflicting transaction): it must not have side effects."""
+
+
+class AuditStore(Protocol):
+    """The audit log's entries, as keys and values `audit/model.py` makes: keys sort by (org, time), and the
+    store only keeps them in key order."""
+
+    async def append_audit(self, entries: list[tuple[bytes, bytes]]) -> None:
+        """Add entries in one transaction; a key already there keeps its value (append-only)."""
+
+    async def audit_newest(
+        self, prefix: bytes, start: bytes, end: bytes, limit: int, admits: Callable[[bytes], bool], scan: int
+    ) -> tuple[list[tuple[bytes, bytes]], bytes | None]:
+        """Up to `limit` entries of `prefix` in [start, end), newest (greatest key) first, whose value
+        `admits`; at most `scan` looked at. Also the key to page on from (exclusive `end` of the next page),
+        or None when the range was read to its start."""
+
+    async def sweep_audit(
+        self, start: bytes, expired: Callable[[bytes], bool], skip: Callable[[bytes], bytes], batch: int
+    ) -> bytes | None:
+        """Delete up to `batch` entries whose key is `expired`, from `start` on in key order; at the first kept
+        key, go on from `skip(key)`. Where to go on from, or None when done."""
+
+
+class SigningKeys(Protocol):
+    """Random keys shared by every process on the data dir, each made on first use in one transaction, so
+    two processes starting together agree on it."""
+
+    async def console_key(self) -> bytes:
+        """Signs console cookies. Losing it only signs everyone out."""
+
+    async def request_state_key(self) -> bytes:
+        """Signs 2026 approvals' `requestState`, which outlives a restart as its durable pause does."""
+
+    async def workspace_key(self) -> bytes:
+        """Derives workspace ids, so that nobody else can compute a principal's."""
+
+
+class SignInStore(Protocol):
+    """One-time console sign-in links (`executor-mcp console-link`), by the SHA-256 of their token."""
+
+    async def put_console_link(self, digest: str, record: ConsoleLinkRecord, now: float) -> None:
+        """Keep a new link, forgetting those that expired by `now` unopened."""
+
+    async def take_console_link(self, digest: str, now: float) -> ConsoleLinkRecord | None:
+        """The link's record if it has not expired by `now`, removed in the same transaction: of two
+        processes opening one link, one gets it. A link is taken once, expired or not."""
+
+
+class DataDirFacts(Protocol):
+    """The settings the last server on the data dir ran with that decide what its records may do
+    (`config.DATA_DIR_FACTS`), for the admin commands to share."""
+
+    async def record_data_dir_facts(self, facts: Mapping[str, object]) -> None:
+        """Replace what the last server recorded."""
+
+    async def data_dir_facts(self) -> dict[str, object]:
+        """What was recorded: {} when nothing (readable) was."""
+
+
+class IntegrationStore(Protocol):
+    """An org's integrations, with the sources and compiled catalogs they hold.
+
+    Sources and compiled catalogs are stored once per `source_hash` and shared by every holder (integrations
+    of any org, and connections whose tools were discovered); the last holder to let go deletes them, in the
+    transaction that lets go."""
+
+    async def catalog_revision(self, org_id: str) -> int:
+        """A counter bumped by every change of the org's integrations or connections, by any process: a cache
+        of the org's catalog built at revision N is stale once this is not N. 0 for an org never changed."""
+
+    async def integrations(self, org_id: str) -> list[IntegrationRecord]:
+        """The org's readable integrations, sorted by slug."""
+
+    async def get_integration(self, org_id: str, slug: str) -> IntegrationRecord | None: ...
+
+    async def add_integration(self, record: IntegrationRecord, source: bytes, compiled: bytes) -> bool:
+        """Store a new integration holding its source and compiled catalog; False, and nothing written, when
+        the org already has that slug."""
+
+    async def replace_integration(
+        self, record: IntegrationRecord, source: bytes | None = None, compiled: bytes | None = None
+    ) -> bool:
+        """Update an existing integration (same org and slug); False, and nothing written, when it is gone.
+        A changed `source_hash` needs `source` and `compiled` unless the hash is stored already, and lets go
+        of the old one; a `compiled` for an unchanged hash replaces the stored one."""
+
+    async def remove_integration(self, org_id: str, slug: str) -> list[ConnectionRecord] | None:
+        """Remove the integration and every connection to it (of every owner) in one transaction; the
+        removed readable connections (for their secret items), or None when there was no integration."""
+
+    async def get_source(self, source_hash: str) -> bytes | None: ...
+
+    async def get_compiled(self, source_hash: str) -> bytes | None: ...
+
+    async def put_compiled(self, source_hash: str, raw: bytes) -> bool:
+        """Replace the compiled catalog of a stored source; False, and nothing written, when nothing holds the
+        hash any more (a fill racing a removal leaves no orphan)."""
+
+
+class ConnectionStore(Protocol):
+    """Connections to an org's integrations: the org's (`ORG_OWNER`, no account) and each account's own
+    (`USER_OWNER`). Every change bumps the org's `catalog_revision`."""
+
+    async def connections(
+        self, org_id: str, account_id: str, *, integration: str | None = None, owner: str | None = None
+    ) -> list[ConnectionRecord]:
+        """What `account_id` sees in the org: the org's connections and its own (never another account's),
+        optionally of one integration or one owner, sorted by (integration, owner, name)."""
+
+    async def get_connection(
+        self, org_id: str, owner: str, account_id: str, integration: str, name: str
+    ) -> ConnectionRecord | None:
+        """One connection; for `ORG_OWNER` the account is ignored."""
+
+    async def put_connection(self, record: ConnectionRecord) -> bool:
+        """Create or replace; False, and nothing written, when its integration is gone (checked in the same
+        transaction). The discovered-catalog fields are the stored ones, whatever `record` says.
+        `InvalidInput` for an owner and account that do not fit together."""
+
+    async def set_discovered(
+        self,
+        connection: ConnectionRecord,
+        *,
+        synced_at: float,
+        source_hash: str | None = None,
+        source: bytes | None = None,
+        compiled: bytes | None = None,
+        error: str | None = None,
+    ) -> ConnectionRecord | None:
+        """Record a discovery of the connection's tools: with a new `source_hash` it holds that catalog and
+        lets go of the old one; with `error` it keeps its tools and notes why. Only these fields change; None
+        when the connection is gone."""
+
+    async def remove_connection(
+        self, org_id: str, owner: str, account_id: str, integration: str, name: str
+    ) -> ConnectionRecord | None:
+        """Remove one connection (letting go of its catalog) and return it; None when there was none or it
+        was unreadable."""
+
+
+class CatalogStore(IntegrationStore, ConnectionStore, Protocol):
+    """Integrations and their connections: one store, since removing an integration removes its connections
+    and a connection is written only while its integration exists, each in one transaction."""
+
+
+class SecretStore(Protocol):
+    """Sealed secret items (bytes the secrets layer encrypts), partitioned by (org, account): the account is
+    empty for what org-owned connections hold. An item id is only looked up in the caller's partition."""
+
+    async def get_secret_item(self, org_id: str, account_id: str, item_id: str) -> bytes | None: ...
+
+    async def put_secret_items(self, org_id: str, account_id: str, items: Mapping[str, bytes]) -> None:
+        """Write (replacing) several items of one partition in one transaction."""
+
+    async def delete_secret_items(self, org_id: str, account_id: str, item_ids: Iterable[str]) -> None:
+        """Delete items of one partition; ids that are not there are ignored."""
+
+    async def secret_items(self, org_id: str, account_id: str) -> list[str]:
+        """The ids of one partition's items, sorted."""
+
+
+class Closable(Protocol):
+    """What a backend holds open (an environment, a connection pool) until the control plane closes."""
+
+    async def close(self) -> None: ...

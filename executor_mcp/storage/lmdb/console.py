@@ -1,0 +1,89 @@
+"""The keys every process on the data dir signs with (`interfaces.SigningKeys`), the console's sign-in links
+(`interfaces.SignInStore`) and the server's recorded settings (`interfaces.DataDirFacts`), in LMDB."""
+
+import logging
+import secrets
+from collections.abc import Mapping
+
+from executor_mcp.codec import dumps, loads
+from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.records import ConsoleLinkRecord, decoded_or_skipped, encode
+
+log = logging.getLogger(__name__)
+
+_CONSOLE_KEY = b"cookie-key"
+_REQUEST_STATE_KEY = b"request-state-key"
+_WORKSPACE_KEY = b"workspace-id-key"
+_FACTS_KEY = b"data-dir-facts"
+
+
+class LmdbSigningKeys:
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+        self._keys = env.database(b"console")
+
+    async def console_key(self) -> bytes:
+        return await self._signing_key(_CONSOLE_KEY)
+
+    async def request_state_key(self) -> bytes:
+        return await self._signing_key(_REQUEST_STATE_KEY)
+
+    async def workspace_key(self) -> bytes:
+        return await self._signing_key(_WORKSPACE_KEY)
+
+    async def _signing_key(self, name: bytes) -> bytes:
+        def _key(txn: Txn) -> bytes:
+            key = txn.get(name, db=self._keys)
+            if key is None:
+                key = secrets.token_bytes(32)
+                txn.put(name, key, db=self._keys)
+            return bytes(key)
+
+        return await self._env.write(_key)
+
+
+class LmdbSignIns:
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+        self._links = env.database(b"console-links")
+
+    async def put_console_link(self, digest: str, record: ConsoleLinkRecord, now: float) -> None:
+        """Expired links are swept here, on the next link made: there are never many."""
+
+        def _put(txn: Txn) -> None:
+            for key, raw in list(txn.cursor(db=self._links)):
+                old = decoded_or_skipped(raw, ConsoleLinkRecord, bytes(key))
+                if old is None or old.expires_at <= now:
+                    txn.delete(key, db=self._links)
+            txn.put(digest.encode(), encode(record), db=self._links)
+
+        await self._env.write(_put)
+
+    async def take_console_link(self, digest: str, now: float) -> ConsoleLinkRecord | None:
+        def _take(txn: Txn) -> ConsoleLinkRecord | None:
+            raw = txn.pop(digest.encode(), db=self._links)
+            record = None if raw is None else decoded_or_skipped(raw, ConsoleLinkRecord, digest)
+            return record if record is not None and record.expires_at > now else None
+
+        return await self._env.write(_take)
+
+
+class LmdbDataDirFacts:
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+        self._server = env.database(b"server")
+
+    async def record_data_dir_facts(self, facts: Mapping[str, object]) -> None:
+        await self._env.write(lambda txn: txn.put(_FACTS_KEY, dumps(dict(facts)), db=self._server))
+
+    async def data_dir_facts(self) -> dict[str, object]:
+        def _read(txn: Txn) -> dict[str, object]:
+            raw = txn.get(_FACTS_KEY, db=self._server)
+            try:
+                facts = loads(bytes(raw)) if raw is not None else {}
+            except ValueError:  # not JSON, or not UTF-8
+                log.error("ignoring an unreadable record of the server's settings")
+                return {}
+            return facts if isinstance(facts, dict) else {}
+
+        return await self._env.read(_read)

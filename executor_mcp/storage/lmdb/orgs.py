@@ -1,0 +1,85 @@
+"""Organizations (`interfaces.OrgStore`) and API keys (`interfaces.ApiKeyStore`) in LMDB."""
+
+import attrs
+
+from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.lmdb.requests import take_requests
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
+
+
+class LmdbOrgs:
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+        self._orgs = env.database(b"orgs")
+        self._revocations = env.database(b"revocation-requests")
+
+    async def get_org(self, org_id: str) -> OrgRecord | None:
+        raw = await self._env.read(lambda txn: txn.get(org_id.encode(), db=self._orgs))
+        return None if raw is None else decode(raw, OrgRecord)
+
+    async def note_org(self, org_id: str, at: float) -> OrgRecord:
+        def _note(txn: Txn) -> OrgRecord:
+            raw = txn.get(org_id.encode(), db=self._orgs)
+            if raw is not None:
+                return decode(raw, OrgRecord)
+            record = OrgRecord(org_id=org_id, first_seen_at=at)
+            txn.put(org_id.encode(), encode(record), db=self._orgs)
+            return record
+
+        return await self._env.write(_note)
+
+    async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
+        return await self._env.write(lambda txn: self._set_revoked(txn, org_id, revoked, at))
+
+    def _set_revoked(self, txn: Txn, org_id: str, revoked: bool, at: float) -> OrgRecord:
+        raw = txn.get(org_id.encode(), db=self._orgs)
+        known = None if raw is None else decoded_or_skipped(raw, OrgRecord, org_id)
+        base = known or OrgRecord(org_id=org_id, first_seen_at=at)
+        record = attrs.evolve(base, revoked=revoked, changed_at=at)
+        txn.put(org_id.encode(), encode(record), db=self._orgs)
+        return record
+
+    async def orgs(self) -> list[OrgRecord]:
+        return await self._env.read(lambda txn: [decode(v, OrgRecord) for _, v in txn.cursor(db=self._orgs)])
+
+    async def request_revocation(self, org_id: str, at: float) -> OrgRecord:
+        def _request(txn: Txn) -> OrgRecord:
+            record = self._set_revoked(txn, org_id, True, at)
+            txn.put(org_id.encode(), str(at).encode(), db=self._revocations)
+            return record
+
+        return await self._env.write(_request)
+
+    async def take_revocation_requests(self) -> list[str]:
+        return await take_requests(self._env, self._revocations)
+
+
+class LmdbApiKeys:
+    """Keyed by the secret's digest: a bearer's look-up is a point read; a revocation by public id scans the
+    keys (an admin command, over a table of operator-made keys)."""
+
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+        self._keys = env.database(b"api-keys")
+
+    async def put_api_key(self, digest: str, record: ApiKeyRecord) -> None:
+        await self._env.write(lambda txn: txn.put(digest.encode(), encode(record), db=self._keys))
+
+    async def get_api_key(self, digest: str) -> ApiKeyRecord | None:
+        raw = await self._env.read(lambda txn: txn.get(digest.encode(), db=self._keys))
+        return None if raw is None else decode(raw, ApiKeyRecord)
+
+    async def revoke_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        def _revoke(txn: Txn) -> ApiKeyRecord | None:
+            for digest, raw in txn.cursor(db=self._keys):
+                record = decode(raw, ApiKeyRecord)
+                if record.key_id == key_id:
+                    record = attrs.evolve(record, revoked=True)
+                    txn.put(digest, encode(record), db=self._keys)
+                    return record
+            return None
+
+        return await self._env.write(_revoke)
+
+    async def api_keys(self) -> list[ApiKeyRecord]:
+        return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])

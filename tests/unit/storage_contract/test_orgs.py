@@ -1,0 +1,58 @@
+"""The org store's and the API key store's contract, on every backend."""
+
+from executor_mcp.storage.interfaces import ApiKeyStore, OrgStore
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord
+
+
+async def test_an_org_is_noted_once_and_keeps_when_it_was_first_seen(orgs: OrgStore) -> None:
+    assert await orgs.get_org("acme") is None
+    assert await orgs.note_org("acme", 10.0) == OrgRecord("acme", first_seen_at=10.0)
+    assert await orgs.note_org("acme", 20.0) == OrgRecord("acme", first_seen_at=10.0)
+    assert await orgs.get_org("acme") == OrgRecord("acme", first_seen_at=10.0)
+    await orgs.note_org("evil", 30.0)
+    assert sorted(record.org_id for record in await orgs.orgs()) == ["acme", "evil"]
+
+
+async def test_revoking_and_reinstating_an_org(orgs: OrgStore) -> None:
+    await orgs.note_org("acme", 10.0)
+    revoked = await orgs.set_org_revoked("acme", True, 20.0)
+    assert revoked == OrgRecord("acme", first_seen_at=10.0, revoked=True, changed_at=20.0)
+    assert await orgs.get_org("acme") == revoked
+    assert await orgs.note_org("acme", 25.0) == revoked  # noting a known org changes nothing
+    reinstated = await orgs.set_org_revoked("acme", False, 30.0)
+    assert (reinstated.revoked, reinstated.changed_at, reinstated.first_seen_at) == (False, 30.0, 10.0)
+    # An org never seen can be revoked ahead of its first request.
+    assert await orgs.set_org_revoked("new", True, 40.0) == OrgRecord(
+        "new", first_seen_at=40.0, revoked=True, changed_at=40.0
+    )
+
+
+async def test_a_revocation_request_revokes_and_is_taken_once(orgs: OrgStore) -> None:
+    assert await orgs.take_revocation_requests() == []
+    record = await orgs.request_revocation("acme", 50.0)
+    assert (record.revoked, record.changed_at) == (True, 50.0)
+    assert (await orgs.get_org("acme")).revoked
+    await orgs.request_revocation("evil", 60.0)
+    assert sorted(await orgs.take_revocation_requests()) == ["acme", "evil"]
+    assert await orgs.take_revocation_requests() == []
+    assert (await orgs.get_org("acme")).revoked  # taking the request leaves the org revoked
+
+
+def key(key_id: str, account: str = "alice") -> ApiKeyRecord:
+    return ApiKeyRecord(key_id=key_id, account_id=account, org_id="acme", created_at=1.0)
+
+
+async def test_api_keys_are_found_by_digest_and_revoked_by_id(api_keys: ApiKeyStore) -> None:
+    assert await api_keys.get_api_key("d1") is None
+    await api_keys.put_api_key("d1", key("k1"))
+    await api_keys.put_api_key("d2", key("k2", account="bob"))
+    assert await api_keys.get_api_key("d1") == key("k1")
+    assert sorted(record.key_id for record in await api_keys.api_keys()) == ["k1", "k2"]
+
+    revoked = await api_keys.revoke_api_key("k2")
+    assert revoked is not None
+    assert revoked.revoked
+    assert await api_keys.get_api_key("d2") == revoked
+    assert not (await api_keys.get_api_key("d1")).revoked
+    assert await api_keys.revoke_api_key("unknown") is None
+    assert await api_keys.revoke_api_key("d1") is None  # by public id, never by digest
