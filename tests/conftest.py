@@ -1,6 +1,6 @@
 """Shared fixtures: a real server on 127.0.0.1:0 over real LMDB files in a temp dir."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from executor_mcp.tools.approval import Approval, Interaction
 from executor_mcp.tools.context import CallContext
 from executor_mcp.toolserver.registry import ToolFactory
 from tests.auth_support import SECRET as AUTH_SECRET
+from tests.postgres import PostgresServer, postgres_server
 from tests.sdk import connect
 
 
@@ -109,3 +110,11 @@ def context(control: ControlPlane) -> CallContext:
         return Approval("accept", "tests")
 
     return CallContext(principal=LOCAL_PRINCIPAL, policies=Policies(control.policies), gate=approve)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the whole run, started by the first test that asks; each test takes a
+    database of its own from it (`postgres.new_database()`)."""
+    with postgres_server() as server:
+        yield server

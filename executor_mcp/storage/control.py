@@ -35,6 +35,15 @@ from executor_mcp.storage.lmdb.orgs import LmdbApiKeys, LmdbOrgs
 from executor_mcp.storage.lmdb.policies import LmdbPolicies
 from executor_mcp.storage.lmdb.secrets import LmdbSecrets
 from executor_mcp.storage.lmdb.sessions import LmdbPausedDirectory, LmdbSessionDirectory
+from executor_mcp.storage.postgres.audit import PgAudit
+from executor_mcp.storage.postgres.catalog import PgCatalog
+from executor_mcp.storage.postgres.console import PgDataDirFacts, PgSigningKeys, PgSignIns
+from executor_mcp.storage.postgres.database import Database
+from executor_mcp.storage.postgres.migrations import migrate
+from executor_mcp.storage.postgres.orgs import PgApiKeys, PgOrgs
+from executor_mcp.storage.postgres.policies import PgPolicies
+from executor_mcp.storage.postgres.secrets import PgSecrets
+from executor_mcp.storage.postgres.sessions import PgPausedDirectory, PgSessionDirectory
 
 CONTROL_FILE = "control.mdb"
 _MAX_DBS = 32
@@ -83,6 +92,31 @@ class ControlPlane:
             catalog=LmdbCatalog(env),
             secrets=LmdbSecrets(env),
             backend=env,
+        )
+
+    @classmethod
+    async def open_postgres(cls, url: str, *, pool_size: int) -> "ControlPlane":
+        """The shared backend: every store in one PostgreSQL database, its schema migrated first (under an
+        advisory lock, so instances starting together migrate once)."""
+        database = await Database.open(url, size=pool_size)
+        try:
+            await database.transact(migrate)
+        except BaseException:
+            await database.close()
+            raise
+        return cls(
+            sessions=PgSessionDirectory(database),
+            paused=PgPausedDirectory(database),
+            orgs=PgOrgs(database),
+            api_keys=PgApiKeys(database),
+            policies=PgPolicies(database),
+            audit=PgAudit(database),
+            signing_keys=PgSigningKeys(database),
+            sign_ins=PgSignIns(database),
+            facts=PgDataDirFacts(database),
+            catalog=PgCatalog(database),
+            secrets=PgSecrets(database),
+            backend=database,
         )
 
     async def close(self) -> None:

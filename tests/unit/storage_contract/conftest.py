@@ -1,7 +1,8 @@
 """The contract suite's backends: every test here runs once per backend, through the store interfaces only.
 
-A backend is an opener of a fresh `ControlPlane` (and of a session's `ExecutionJournals`) in the test's
-temporary directory. Adding one (PostgreSQL) is one entry in each table below.
+A backend gives each test a fresh `ControlPlane` (LMDB in the test's temporary directory, PostgreSQL in a
+database of its own on the run's throwaway server, `tests/postgres.py`); a session's `ExecutionJournals` have
+their own table. Adding a backend is one entry in a table below.
 """
 
 import functools
@@ -27,8 +28,7 @@ from executor_mcp.storage.interfaces import (
 )
 from executor_mcp.storage.records import Owner, SessionMeta
 from executor_mcp.storage.session_file import SessionFile
-
-Opener = Callable[[Path], Awaitable[ControlPlane]]
+from tests.postgres import PostgresServer
 
 
 async def _lmdb_journals(directory: Path) -> SessionFile:
@@ -44,7 +44,20 @@ async def _lmdb_journals(directory: Path) -> SessionFile:
     return await SessionFile.create(SessionFile.path_for(directory, meta.session_id), meta, b"{}")
 
 
-CONTROL_PLANES: dict[str, Opener] = {"lmdb": ControlPlane.open}
+def _lmdb(request: pytest.FixtureRequest, directory: Path) -> Callable[[], Awaitable[ControlPlane]]:
+    return functools.partial(ControlPlane.open, directory)
+
+
+def _postgres(request: pytest.FixtureRequest, directory: Path) -> Callable[[], Awaitable[ControlPlane]]:
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return functools.partial(ControlPlane.open_postgres, server.new_database(), pool_size=4)
+
+
+# A backend: given the test, where its control plane lives (a fresh one for each test).
+CONTROL_PLANES: dict[str, Callable[[pytest.FixtureRequest, Path], Callable[[], Awaitable[ControlPlane]]]] = {
+    "lmdb": _lmdb,
+    "postgres": _postgres,
+}
 JOURNALS: dict[str, Callable[[Path], Awaitable[SessionFile]]] = {"lmdb": _lmdb_journals}
 
 
@@ -54,24 +67,24 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def open_plane(backend: str, tmp_path: Path) -> Callable[[], Awaitable[ControlPlane]]:
+def open_plane(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Awaitable[ControlPlane]]:
     """Open the backend's control plane on the test's data, again after closing it: what was written before
     is there (a test using this does not use `plane`, which holds one open)."""
-    return functools.partial(CONTROL_PLANES[backend], tmp_path)
+    return CONTROL_PLANES[backend](request, tmp_path)
 
 
 @pytest.fixture
-async def plane(backend: str, tmp_path: Path) -> AsyncIterator[ControlPlane]:
-    control = await CONTROL_PLANES[backend](tmp_path)
+async def plane(open_plane: Callable[[], Awaitable[ControlPlane]]) -> AsyncIterator[ControlPlane]:
+    control = await open_plane()
     try:
         yield control
     finally:
         await control.close()
 
 
-@pytest.fixture
-async def journals(backend: str, tmp_path: Path) -> AsyncIterator[ExecutionJournals]:
-    store = await JOURNALS[backend](tmp_path / "sessions")
+@pytest.fixture(params=sorted(JOURNALS))
+async def journals(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ExecutionJournals]:
+    store = await JOURNALS[request.param](tmp_path / "sessions")
     try:
         yield store
     finally:

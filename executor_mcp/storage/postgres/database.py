@@ -1,0 +1,101 @@
+"""PostgreSQL driven from trio: psycopg 3's blocking connections, each transaction whole in one worker thread.
+
+A transaction runs begin-to-commit inside one `trio.to_thread.run_sync` call, as LMDB's do
+(`storage/environment.py`): it never crosses threads and the trio loop never waits on the network. The pool is
+trio's own (a semaphore over idle connections), so waiting for a connection happens in trio, not in threads, and
+no thread outlives a call. The calls are uncancellable on purpose: a commit that has started is waited for, and
+`statement_timeout` bounds how long that can be.
+
+A connection that fails (the server restarted, the network dropped it) is closed and never reused; the failure
+is `StoreUnavailable`, which the edges answer with the transient 503 envelope. Whether the transaction
+committed is then unknown to the caller, as with any database: writes that may be retried are idempotent.
+"""
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+import trio
+
+T = TypeVar("T")
+
+# How long one statement may run before PostgreSQL cancels it (milliseconds): a stuck query ends as an error,
+# never as a request that hangs while holding one of the pool's connections.
+STATEMENT_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10
+
+
+class StoreUnavailable(Exception):
+    """The database could not be reached or the connection broke mid-transaction: transient."""
+
+
+class Database:
+    def __init__(self, url: str, size: int) -> None:
+        self._url = url
+        self._slots = trio.Semaphore(size)
+        self._idle: list[psycopg.Connection] = []
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, size: int) -> "Database":
+        """The pool, with one connection made now so that a wrong URL or a down server fails at start."""
+        database = cls(url, size)
+        await database.transact(lambda connection: connection.execute("SELECT 1"))
+        return database
+
+    async def transact(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """`work` inside one transaction on a pooled connection, committed when it returns."""
+        async with self._slots:
+            if self._closed:
+                raise StoreUnavailable("the database pool is closed")
+            held = _Held(self._idle.pop() if self._idle else None)
+            try:
+                return await trio.to_thread.run_sync(held.run, self._url, work)
+            finally:
+                if held.connection is not None and not held.connection.closed and not held.connection.broken:
+                    self._idle.append(held.connection)
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        await trio.to_thread.run_sync(_close_all, idle)
+
+
+class _Held:
+    """The connection one call holds, set in the worker thread (a new one when there was none idle), so the
+    trio side can return it to the pool or drop it whatever `work` raised."""
+
+    def __init__(self, connection: psycopg.Connection | None) -> None:
+        self.connection = connection
+
+    def run(self, url: str, work: Callable[[psycopg.Connection], T]) -> T:
+        try:
+            if self.connection is None:
+                self.connection = connect(url)
+            with self.connection.transaction():
+                return work(self.connection)
+        except psycopg.OperationalError as exc:
+            if self.connection is not None:
+                self.connection.close()
+            raise StoreUnavailable(_reason(exc)) from None
+
+
+def connect(url: str) -> psycopg.Connection:
+    """A connection in autocommit mode (transactions are explicit blocks) with the statement timeout set."""
+    return psycopg.connect(
+        url,
+        autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+    )
+
+
+def _close_all(connections: list[psycopg.Connection]) -> None:
+    for connection in connections:
+        connection.close()
+
+
+def _reason(exc: psycopg.OperationalError) -> str:
+    """What went wrong, without the connection string (which can hold a password): psycopg's message names the
+    host and the server's words, never the URL."""
+    return f"the database is unavailable ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''})"

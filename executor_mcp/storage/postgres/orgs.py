@@ -1,0 +1,15 @@
+"""PostgreSQL: (being written)."""
+
+from executor_mcp.storage.postgres.database import Database
+
+TABLES: tuple[str, ...] = ()
+
+
+class PgOrgs:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+
+class PgApiKeys:
+    def __init__(self, database: Database) -> None:
+        self._database = database

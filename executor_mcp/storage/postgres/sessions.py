@@ -1,0 +1,15 @@
+"""PostgreSQL: (being written)."""
+
+from executor_mcp.storage.postgres.database import Database
+
+TABLES: tuple[str, ...] = ()
+
+
+class PgSessionDirectory:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+
+class PgPausedDirectory:
+    def __init__(self, database: Database) -> None:
+        self._database = database
