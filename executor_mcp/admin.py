@@ -2,9 +2,9 @@
 runs on it. LMDB is multi-process.
 
 Each opens the control plane, does one thing, closes it; the server sees the change on its next read
-(a key revocation on the key's next use). Revoking an organization and terminating a session also
-leave a request that a running server picks up within a second, so the org's live sessions and their
-executions end there too, not only on their next request.
+(a key revocation on the key's next use). Terminating a session also leaves a request that the session's
+home instance takes within a second, and every running instance looks each second whether the orgs of its live
+sessions are revoked, so those sessions and their executions end there too, not only on their next request.
 """
 
 import json
@@ -13,7 +13,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 
 from executor_mcp.audit.model import MAX_LISTED, AuditQuery, AuditRecord, parse_since, record_json
 from executor_mcp.audit.trail import AuditTrail
@@ -30,7 +29,8 @@ from executor_mcp.policies.service import (
     parse_new,
 )
 from executor_mcp.sessions.manager import SESSIONS_DIR
-from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.control import ControlPlane, migrate_database, open_control_plane
+from executor_mcp.storage.postgres.migrations import LATEST as LATEST_SCHEMA
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.web.console import LINK_PATH, new_link
@@ -38,12 +38,24 @@ from executor_mcp.web.signin import MAX_LINK_SECONDS
 
 
 @asynccontextmanager
-async def _control_plane(data_dir: Path) -> AsyncIterator[ControlPlane]:
-    control = await ControlPlane.open(data_dir)
+async def _control_plane(settings: Settings) -> AsyncIterator[ControlPlane]:
+    control = await open_control_plane(settings)
     try:
         yield control
     finally:
         await control.close()
+
+
+async def migrate(settings: Settings) -> int:
+    if settings.database_url is None:
+        print("executor-mcp: error: migrate needs --database-url (or EXECUTOR_MCP_DATABASE_URL)", file=sys.stderr)
+        return 2
+    applied = await migrate_database(settings.database_url)
+    if applied:
+        print("applied " + ", ".join(str(version) for version in applied))
+    else:
+        print(f"up to date (version {LATEST_SCHEMA})")
+    return 0
 
 
 def _when(at: float | None) -> str:
@@ -68,31 +80,29 @@ def _org_json(org: OrgRecord) -> dict[str, object]:
     }
 
 
-async def orgs_list(data_dir: Path, as_json: bool = False) -> int:
-    async with _control_plane(data_dir) as control:
+async def orgs_list(settings: Settings, as_json: bool = False) -> int:
+    async with _control_plane(settings) as control:
         orgs = sorted(await control.orgs.orgs(), key=lambda record: record.org_id)
     print_listing(orgs, as_json, "no organizations", _ORG_COLUMNS, _org_json)
     return 0
 
 
-async def orgs_set_revoked(data_dir: Path, org_id: str, revoked: bool) -> int:
-    async with _control_plane(data_dir) as control:
-        if revoked:
-            await control.orgs.request_revocation(org_id, time.time())
-        else:
-            await control.orgs.set_org_revoked(org_id, False, time.time())
+async def orgs_set_revoked(settings: Settings, org_id: str, revoked: bool) -> int:
+    async with _control_plane(settings) as control:
+        # Every running instance reads the record for the orgs of its live sessions and ends those of this one.
+        await control.orgs.set_org_revoked(org_id, revoked, time.time())
     print(f"{'revoked' if revoked else 'restored'} organization {org_id}", file=sys.stderr)
     return 0
 
 
-async def keys_create(data_dir: Path, account_id: str, org_id: str, admin: bool = False) -> int:
+async def keys_create(settings: Settings, account_id: str, org_id: str, admin: bool = False) -> int:
     for flag, value in (("--user", account_id), ("--org", org_id)):
         problem = identity_problem(value)
         if problem:
             print(f"executor-mcp: error: {flag} {problem}", file=sys.stderr)
             return 2
     key_id, key = new_api_key()
-    async with _control_plane(data_dir) as control:
+    async with _control_plane(settings) as control:
         record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time(), admin=admin)
         await control.api_keys.put_api_key(digest(key), record)
     role = "admin " if admin else ""
@@ -127,15 +137,15 @@ def _key_json(key: ApiKeyRecord) -> dict[str, object]:
     }
 
 
-async def keys_list(data_dir: Path, as_json: bool = False) -> int:
-    async with _control_plane(data_dir) as control:
+async def keys_list(settings: Settings, as_json: bool = False) -> int:
+    async with _control_plane(settings) as control:
         keys = sorted(await control.api_keys.api_keys(), key=lambda record: record.created_at)
     print_listing(keys, as_json, "no API keys", _KEY_COLUMNS, _key_json)
     return 0
 
 
-async def keys_revoke(data_dir: Path, key_id: str) -> int:
-    async with _control_plane(data_dir) as control:
+async def keys_revoke(settings: Settings, key_id: str) -> int:
+    async with _control_plane(settings) as control:
         record = await control.api_keys.revoke_api_key(key_id)
     if record is None:
         print(f"executor-mcp: error: no API key with id {key_id}", file=sys.stderr)
@@ -158,9 +168,9 @@ _POLICY_COLUMNS: list[Column[PolicyRecord]] = [
 ]
 
 
-async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_json: bool = False) -> int:
+async def policies_list(settings: Settings, org_id: str, account_id: str | None, as_json: bool = False) -> int:
     """`--json` rows are the HTTP API's (`GET /api/policies`)."""
-    async with _control_plane(data_dir) as control:
+    async with _control_plane(settings) as control:
         records = await Policies(control.policies).list(_principal(org_id, account_id))
     empty = f"no policies in organization {org_id}" + (f" for user {account_id}" if account_id else "")
     print_listing(records, as_json, empty, _POLICY_COLUMNS, describe)
@@ -168,7 +178,7 @@ async def policies_list(data_dir: Path, org_id: str, account_id: str | None, as_
 
 
 async def policies_add(
-    data_dir: Path, org_id: str, account_id: str | None, pattern: str, action: str, position: str | None
+    settings: Settings, org_id: str, account_id: str | None, pattern: str, action: str, position: str | None
 ) -> int:
     owner = RuleOwner.USER if account_id else RuleOwner.ORG
     try:
@@ -176,15 +186,15 @@ async def policies_add(
     except PolicyError as exc:
         print(f"executor-mcp: error: {exc}", file=sys.stderr)
         return 2
-    async with _control_plane(data_dir) as control:
+    async with _control_plane(settings) as control:
         record = await Policies(control.policies).create(_principal(org_id, account_id), *checked)
     print(record.id)
     return 0
 
 
-async def policies_remove(data_dir: Path, org_id: str, account_id: str | None, policy_id: str) -> int:
+async def policies_remove(settings: Settings, org_id: str, account_id: str | None, policy_id: str) -> int:
     owner = RuleOwner.USER if account_id else RuleOwner.ORG
-    async with _control_plane(data_dir) as control:
+    async with _control_plane(settings) as control:
         try:
             await Policies(control.policies).remove(_principal(org_id, account_id), policy_id, owner)
         except PolicyNotFound as exc:
@@ -238,15 +248,15 @@ def _meta_json(meta: SessionMeta) -> dict[str, object]:
     }
 
 
-async def sessions_list(data_dir: Path, as_json: bool = False) -> int:
-    async with _control_plane(data_dir) as control:
+async def sessions_list(settings: Settings, as_json: bool = False) -> int:
+    async with _control_plane(settings) as control:
         records = sorted(await control.sessions.sessions(), key=lambda r: r.last_activity_at, reverse=True)
     print_listing(records, as_json, "no sessions", _SESSION_COLUMNS, _session_json)
     return 0
 
 
-async def sessions_show(data_dir: Path, session_id: str, as_json: bool = False) -> int:
-    async with _control_plane(data_dir) as control:
+async def sessions_show(settings: Settings, session_id: str, as_json: bool = False) -> int:
+    async with _control_plane(settings) as control:
         record = await control.sessions.get_session(session_id)
     if record is None:
         print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
@@ -255,7 +265,7 @@ async def sessions_show(data_dir: Path, session_id: str, as_json: bool = False) 
     last_activity: float | None = None
     initialize: bytes | None = None
     try:
-        file = await SessionFile.open(SessionFile.path_for(data_dir / SESSIONS_DIR, session_id))
+        file = await SessionFile.open(SessionFile.path_for(settings.data_dir / SESSIONS_DIR, session_id))
     except MissingSessionFile:
         pass
     else:
@@ -288,8 +298,8 @@ async def sessions_show(data_dir: Path, session_id: str, as_json: bool = False) 
     return 0
 
 
-async def sessions_terminate(data_dir: Path, session_id: str) -> int:
-    async with _control_plane(data_dir) as control:
+async def sessions_terminate(settings: Settings, session_id: str) -> int:
+    async with _control_plane(settings) as control:
         found = await control.sessions.request_termination(session_id, time.time())
     if not found:
         print(f"executor-mcp: error: no session {session_id}", file=sys.stderr)
@@ -313,7 +323,7 @@ async def console_link(settings: Settings, account_id: str, org_id: str, admin: 
     if settings.public_url is None and settings.port == 0:
         print("executor-mcp: warning: --port 0 names no port: pass the server's --public-url", file=sys.stderr)
     now = time.time()
-    async with _control_plane(settings.data_dir) as control:
+    async with _control_plane(settings) as control:
         token = await new_link(
             control.sign_ins, Owner(account_id=account_id, org_id=org_id, org_admin=admin), now, seconds
         )
@@ -327,7 +337,7 @@ async def console_link(settings: Settings, account_id: str, org_id: str, admin: 
 
 
 async def audit_list(
-    data_dir: Path, org: str, since: str | None, session: str | None, tool: str | None, limit: int, as_json: bool
+    settings: Settings, org: str, since: str | None, session: str | None, tool: str | None, limit: int, as_json: bool
 ) -> int:
     try:
         after = None if since is None else parse_since(since, time.time())
@@ -338,7 +348,7 @@ async def audit_list(
         print(f"executor-mcp: error: --limit must be between 1 and {MAX_LISTED}", file=sys.stderr)
         return 2
     query = AuditQuery(org=org, since=after, session_id=session, tool=tool, limit=limit)
-    async with _control_plane(data_dir) as control:
+    async with _control_plane(settings) as control:
         page = await AuditTrail(control.audit, retention=0.0).page(query)
     empty = f"no audit records for org {org}" + (" matching the filters" if query.narrowed or after else "")
     print_listing(page.records, as_json, empty, _AUDIT_COLUMNS, record_json)

@@ -8,6 +8,7 @@ before connections close.
 
 import ctypes
 import logging
+import os
 import resource
 import signal
 import sys
@@ -26,7 +27,13 @@ from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
-from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT, ConfigError, Settings, data_dir_facts
+from executor_mcp.config import (
+    DEFAULT_EXECUTIONS_PER_ACCOUNT,
+    ConfigError,
+    Settings,
+    check_shared_database,
+    data_dir_facts,
+)
 from executor_mcp.execution.admission import Admission
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
@@ -42,7 +49,7 @@ from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.lifecycle import IdlePolicy
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage import ownership
-from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.control import ControlPlane, open_control_plane
 from executor_mcp.storage.ownership import DataDirInUse
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import ExecutorTools
@@ -203,6 +210,7 @@ async def serve(
     own clock; the server's is in memory, so a restart voids pending links). `front` is what carries requests
     to the app: hypercorn on `--host`/`--port` unless another is given (`executor-mcp stdio`'s)."""
     ensure_safe_bind(settings)
+    check_shared_database(settings, os.environ, serving=True)
     raise_descriptor_limit()
     pin_malloc_mmap_threshold()
     try:
@@ -210,7 +218,7 @@ async def serve(
     except DataDirInUse as exc:
         raise ConfigError(str(exc)) from None
     try:
-        control = await ControlPlane.open(settings.data_dir)
+        control = await open_control_plane(settings)
         try:
             # What this server lets the data dir's records do, for the admin commands on it to do the same.
             await control.facts.record_data_dir_facts(data_dir_facts(settings))
@@ -267,6 +275,7 @@ async def _serve(
         idle=idle_policy(settings),
         max_sessions_per_user=settings.max_sessions_per_user,
         retention=settings.session_retention,
+        instance=settings.instance_id or "",
     )
     authenticator = await build_authenticator(settings, control, http_client, public)
     browser = BrowserGuard(

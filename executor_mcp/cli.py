@@ -16,13 +16,21 @@ from typing import Any, NoReturn, TypeAlias
 import trio
 
 from executor_mcp import __version__
-from executor_mcp.config import CONFIG_ENV, OPTIONS, ConfigError, Settings, given_options, load_settings
+from executor_mcp.config import (
+    CONFIG_ENV,
+    OPTIONS,
+    ConfigError,
+    Settings,
+    check_shared_database,
+    given_options,
+    load_settings,
+)
 from executor_mcp.config_reference import option_help, render_markdown
 from executor_mcp.logs import configure_logging
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.web.signin import LINK_SECONDS
 
-_DATA_OPTIONS = {"data_dir", "log_level"}
+_DATA_OPTIONS = {"data_dir", "log_level", "database_url", "database_pool_size"}
 # What building the integrations service reads: the outbound guard and limits, and the secret providers.
 _INTEGRATION_OPTIONS = _DATA_OPTIONS | {
     "allow_local_network",
@@ -154,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     version.add_argument("--json", action="store_true", help="print version, python, trio, platform and build")
     doctor = _command(commands, "doctor", "check the data dir, permissions, port, sandbox and clock", DOCTOR)
     doctor.add_argument("--json", action="store_true", help="print a JSON list of {check, status, detail}")
-    _add_options(doctor, _DATA_OPTIONS | {"host", "port"})
+    _add_options(doctor, {"data_dir", "log_level", "host", "port"})
     _command(
         commands,
         "config-reference",
@@ -162,6 +170,31 @@ def _parser() -> argparse.ArgumentParser:
         "Print every option (flag, environment variable, TOML key, default, description) as the Markdown table "
         "README.md holds.",
     )
+
+    proxy = _command(
+        commands,
+        "proxy-config",
+        "print an nginx or HAProxy configuration for several instances",
+        "Print a proxy configuration that routes each session's requests to the instance its Mcp-Session-Id "
+        "names, everything else to any instance, and answers the restart envelope while a session's home is down.",
+    )
+    proxy.add_argument("proxy", choices=("nginx", "haproxy"), help="which proxy's configuration")
+    proxy.add_argument(
+        "--instance",
+        action="append",
+        required=True,
+        metavar="ID=URL",
+        help="an instance's --instance-id and the http://HOST:PORT the proxy reaches it at (repeat for each)",
+    )
+    proxy.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT", help="where the proxy listens")
+    migrate = _command(
+        commands,
+        "migrate",
+        "bring --database-url's schema up to this version",
+        "Apply the PostgreSQL schema's missing migrations and exit (every instance also applies them at start, "
+        "under an advisory lock, so this is for running them alone, e.g. before a rolling upgrade).",
+    )
+    _add_options(migrate, {"log_level", "database_url"})
 
     orgs = _command(commands, "orgs", "list, revoke or restore organizations")
     org_actions = _actions(orgs)
@@ -462,6 +495,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "config-reference":
         print(render_markdown(), end="")
         return 0
+    if args.command == "proxy-config":
+        return _proxy_config(args.proxy, args.instance, args.listen)
     try:
         settings = load_settings(vars(args))
     except ConfigError as exc:
@@ -475,7 +510,30 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         _only_our_log_lines()
         return _doctor(settings, args.json)
-    return trio.run(_admin(args, settings))
+    from executor_mcp.storage.postgres.database import StoreUnavailable
+    from executor_mcp.storage.postgres.migrations import SchemaTooNew
+
+    try:
+        if args.command != "migrate":  # the schema holds no secret
+            check_shared_database(settings, os.environ, serving=False)
+        return trio.run(_admin(args, settings))
+    except ConfigError as exc:
+        print(f"executor-mcp: error: {exc}", file=sys.stderr)
+        return 2
+    except (StoreUnavailable, SchemaTooNew) as exc:
+        print(f"executor-mcp: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _proxy_config(proxy: str, instances: list[str], listen: str) -> int:
+    from executor_mcp.proxy_config import Instance, ProxyConfigError, render
+
+    try:
+        print(render(proxy, [Instance.parse(text) for text in instances], listen), end="")
+    except ProxyConfigError as exc:
+        print(f"executor-mcp: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _version(as_json: bool) -> int:
@@ -522,38 +580,39 @@ def _admin(args: argparse.Namespace, settings: Settings):
         return _integrations_admin(args, settings)
     from executor_mcp import admin
 
-    data_dir = settings.data_dir
     match args.command, getattr(args, "action", None):
+        case "migrate", _:
+            return partial(admin.migrate, settings)
         case "orgs", "list":
-            return partial(admin.orgs_list, data_dir, args.json)
+            return partial(admin.orgs_list, settings, args.json)
         case "orgs", "revoke" | "restore":
-            return partial(admin.orgs_set_revoked, data_dir, args.org, args.action == "revoke")
+            return partial(admin.orgs_set_revoked, settings, args.org, args.action == "revoke")
         case "keys", "create":
-            return partial(admin.keys_create, data_dir, args.user, args.org, args.admin)
+            return partial(admin.keys_create, settings, args.user, args.org, args.admin)
         case "keys", "list":
-            return partial(admin.keys_list, data_dir, args.json)
+            return partial(admin.keys_list, settings, args.json)
         case "policies", "list":
-            return partial(admin.policies_list, data_dir, args.org, args.user, args.json)
+            return partial(admin.policies_list, settings, args.org, args.user, args.json)
         case "policies", "add":
             return partial(
-                admin.policies_add, data_dir, args.org, args.user, args.pattern, args.policy_action, args.position
+                admin.policies_add, settings, args.org, args.user, args.pattern, args.policy_action, args.position
             )
         case "sessions", "list":
-            return partial(admin.sessions_list, data_dir, args.json)
+            return partial(admin.sessions_list, settings, args.json)
         case "sessions", "show":
-            return partial(admin.sessions_show, data_dir, args.session_id, args.json)
+            return partial(admin.sessions_show, settings, args.session_id, args.json)
         case "audit", "list":
             return partial(
-                admin.audit_list, data_dir, args.org, args.since, args.session, args.tool, args.limit, args.json
+                admin.audit_list, settings, args.org, args.since, args.session, args.tool, args.limit, args.json
             )
         case "console-link", _:
             return partial(admin.console_link, settings, args.user, args.org, args.admin, args.expires)
         case "sessions", "terminate":
-            return partial(admin.sessions_terminate, data_dir, args.session_id)
+            return partial(admin.sessions_terminate, settings, args.session_id)
         case "policies", "remove":
-            return partial(admin.policies_remove, data_dir, args.org, args.user, args.policy_id)
+            return partial(admin.policies_remove, settings, args.org, args.user, args.policy_id)
         case _:
-            return partial(admin.keys_revoke, data_dir, args.key_id)
+            return partial(admin.keys_revoke, settings, args.key_id)
 
 
 def _integrations_admin(args: argparse.Namespace, settings: Settings):

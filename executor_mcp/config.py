@@ -82,6 +82,9 @@ class Settings:
     integration_max_operations: int = DEFAULT_MAX_OPERATIONS
     secret_env: tuple[str, ...] = ()
     secrets_dir: Path | None = None
+    database_url: str | None = None
+    instance_id: str | None = None
+    database_pool_size: int = 10
 
     @property
     def loopback(self) -> bool:
@@ -162,6 +165,24 @@ def _url(text: str) -> str:
     if parsed.scheme not in {"http", "https"} or not parsed.netloc:
         raise ValueError("must be an http:// or https:// URL")
     return text.strip().rstrip("/")
+
+
+def _database_url(text: str) -> str:
+    parsed = urllib.parse.urlsplit(text.strip())
+    if parsed.scheme not in {"postgresql", "postgres"}:
+        raise ValueError("must be a postgresql:// URL")
+    return text.strip()
+
+
+# An instance id: lower-case letters, digits and inner dashes, up to 32; safe in a header, a file name and a
+# proxy's map (`sessions/ids.py` puts it in session ids).
+INSTANCE_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
+
+
+def _instance_id(text: str) -> str:
+    if not INSTANCE_ID.fullmatch(text.strip()):
+        raise ValueError("must be 1 to 32 lower-case letters, digits and inner dashes")
+    return text.strip()
 
 
 def _origin(text: str) -> str:
@@ -281,6 +302,7 @@ _METAVARS: dict[Callable[[str], Any], str] = {
     _log_level: "{debug,info,warning,error}",
     _log_format: "{text,json}",
     _url: "URL",
+    _database_url: "URL",
     _origin: "ORIGIN",
     _host_name: "HOST[:PORT]",
     _text: "TEXT",
@@ -437,6 +459,22 @@ OPTIONS = (
         f"an environment variable the env secret provider may read besides {SECRET_ENV_PREFIX}* (repeatable)",
         repeatable=True,
     ),
+    Option(
+        "database_url",
+        _database_url,
+        "a PostgreSQL database for the control plane, shared by several instances; a password in it is better "
+        "given by the environment or a TOML file than by a flag",
+        default="none: the data dir's control.mdb",
+    ),
+    Option(
+        "instance_id",
+        _instance_id,
+        "this instance's name among several on one --database-url, stable across its restarts; its session ids "
+        "name it, so a proxy routes by them",
+        metavar="ID",
+        default="none (needed with --database-url)",
+    ),
+    Option("database_pool_size", _positive_int, "connections this instance keeps to --database-url at most"),
     Option("secrets_dir", _directory, "a directory of secret files the file secret provider reads (e.g. /run/secrets)"),
 )
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -497,6 +535,24 @@ def _parse_repeated(option: Option, source: str, raw: object) -> tuple[Any, ...]
     if not isinstance(items, list | tuple):
         raise ConfigError(f"{source}: expected a list of strings")
     return tuple(_parse(option, source, item) for item in items if not isinstance(item, str) or item.strip())
+
+
+def check_shared_database(settings: Settings, environ: Mapping[str, str], *, serving: bool) -> None:
+    """What several instances on one database must agree on, checked before anything is opened: the key that
+    seals the shared secrets (a data dir's own key file would seal what no other instance can open), and, for
+    a server, a name its session ids carry."""
+    if settings.database_url is None:
+        return
+    if not environ.get(SECRET_KEY_ENV, "").strip():
+        raise ConfigError(
+            f"--database-url needs {SECRET_KEY_ENV}: every instance and admin command seals and opens the shared "
+            "secrets with that one key"
+        )
+    if serving and settings.instance_id is None:
+        raise ConfigError(
+            "--database-url needs --instance-id: give each instance on the database its own stable name "
+            "(its session ids carry it, so a proxy routes by them)"
+        )
 
 
 def _checked(settings: Settings) -> Settings:

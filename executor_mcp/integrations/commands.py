@@ -40,7 +40,7 @@ from executor_mcp.records.integrations import (
     IntegrationRecord,
 )
 from executor_mcp.secrets.prompt import MAX_VALUE_BYTES, SecretInputRefused, read_secret_value
-from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.control import open_control_plane
 from executor_mcp.storage.records import Owner
 
 # The org of `--auth none`, whose local principal is account `local` in org `local`.
@@ -50,7 +50,7 @@ LOCAL_ORG = "local"
 async def data_dir_settings(settings: Settings, given: frozenset[str]) -> Settings:
     """The command's settings with the data-dir facts it does not set itself (`given`) as the data dir's server
     recorded them, so what the server may call, the command may add, and the other way round."""
-    control = await ControlPlane.open(settings.data_dir)
+    control = await open_control_plane(settings)
     try:
         return with_data_dir_facts(settings, given, await control.facts.data_dir_facts())
     finally:
@@ -59,7 +59,7 @@ async def data_dir_settings(settings: Settings, given: frozenset[str]) -> Settin
 
 @asynccontextmanager
 async def _service(settings: Settings) -> AsyncIterator[Integrations]:
-    control = await ControlPlane.open(settings.data_dir)
+    control = await open_control_plane(settings)
     try:
         async with open_integrations(settings, control) as integrations:
             yield integrations

@@ -10,7 +10,6 @@ a session, which either hands back a live one or raises the refusal the lifecycl
 
 import functools
 import logging
-import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,11 +20,12 @@ import attrs
 import trio
 
 from executor_mcp.background import forever, once
-from executor_mcp.codec import JsonObject, json_mac
+from executor_mcp.codec import JsonObject
 from executor_mcp.logs import outside_request
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.protocol.stateless import STATELESS_VERSION
+from executor_mcp.sessions.ids import SEPARATOR, home_of, new_session_id, workspace_id
 from executor_mcp.sessions.lifecycle import CONTENDED, Drain, Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
@@ -47,31 +47,11 @@ EXIT_HANDLING_BOUND = 5.0
 WRITE_DOWN_BOUND = 2.0
 
 
-SESSION_ID_LENGTH = 64
-_HEX = frozenset("0123456789abcdef")
-
-
-def new_session_id() -> str:
-    return secrets.token_hex(SESSION_ID_LENGTH // 2)
-
-
 # How often a request looks for (or makes) its workspace before asking its client to retry: each look waits
 # for the handle it found to settle, so a second look only follows a workspace ending meanwhile.
 WORKSPACE_ATTEMPTS = 4
 # What a workspace's listing shows as its client: its requests come from any client of the principal.
 WORKSPACE_CLIENT: JsonObject = {"name": "MCP 2026-07-28 requests", "version": STATELESS_VERSION}
-
-
-def workspace_id(key: bytes, owner: Owner, resource: str, elicitation_mode: str, mode: str) -> str:
-    """A workspace's session id, the same for every request of the principal (account, org and role) with
-    these modes, in every process: a MAC under the control plane's workspace key, of the minted ids' shape."""
-    principal = [owner.account_id, owner.org_id, owner.org_admin]
-    return json_mac(key, ["workspace", *principal, resource, elicitation_mode, mode])
-
-
-def is_session_id(text: str) -> bool:
-    """Only ids of the minted shape are looked up; anything else cannot name a session."""
-    return len(text) == SESSION_ID_LENGTH and set(text) <= _HEX
 
 
 @attrs.frozen
@@ -104,11 +84,14 @@ class SessionManager:
         idle: IdlePolicy,
         max_sessions_per_user: int,
         retention: float,
+        instance: str,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`idle`, `max_sessions_per_user` and `retention` are the `Settings`' (`--session-timeout` and
-        `--paused-session-idle-timeout`, `--max-sessions-per-user`, `--session-retention`)."""
+        """`idle`, `max_sessions_per_user`, `retention` and `instance` are the `Settings`' (`--session-timeout`
+        and `--paused-session-idle-timeout`, `--max-sessions-per-user`, `--session-retention`, `--instance-id`:
+        the home this process's session ids name, "" for none)."""
         self._control = control
+        self._instance = instance
         self._idle = idle
         self._max_sessions = max_sessions_per_user
         self._retention = retention
@@ -144,7 +127,7 @@ class SessionManager:
     ) -> Session:
         self._refuse_if_draining()
         await self._make_room(owner)
-        session_id = new_session_id()
+        session_id = new_session_id(self._instance)
         meta = SessionMeta(
             session_id=session_id,
             owner=owner,
@@ -164,7 +147,8 @@ class SessionManager:
         first use. Made only where no handle of its id exists, checked and claimed with no checkpoint between,
         so that two first requests never make two and a restore never opens the file a creation holds: a
         request that finds a handle waits for it, as any request of a session does."""
-        session_id = workspace_id(self._workspace_key, owner, resource, elicitation_mode, mode)
+        principal = [owner.account_id, owner.org_id, owner.org_admin]
+        session_id = workspace_id(self._workspace_key, self._instance, principal, resource, elicitation_mode, mode)
         for _ in range(WORKSPACE_ATTEMPTS):
             found = await self._existing_workspace(session_id, owner, resource)
             if found is not None:
@@ -223,8 +207,11 @@ class SessionManager:
     ) -> Session:
         """The live session for a request, restoring it first if needed; or the refusal for its state. A
         workspace is found only as one (a 2025 request naming its id hears it does not exist)."""
-        if not is_session_id(session_id):
-            raise Refused(Refusal.SESSION_NOT_FOUND)
+        home = home_of(session_id)
+        if home != self._instance:
+            # Another instance's session (a proxy sent it here, or its home is down and the proxy fell back):
+            # the client retries, as at a restart; never a new session. A bare or malformed id names none.
+            raise Refused(Refusal.RESTARTING if home else Refusal.SESSION_NOT_FOUND)
         session = await self._live(session_id)
         record = session.record
         if record is not None and record.workspace != workspace:
@@ -251,7 +238,7 @@ class SessionManager:
         a revoked organization). With `owned_by`, only if that owner (account within its organization)
         has it: a caller refused for having no live organization must never destroy anyone else's
         session by sending its id. Anything else (unknown id, already dead, restarting) is left as it is."""
-        if not is_session_id(session_id):
+        if not self._is_mine(session_id):
             return
         try:
             session = await self._live(session_id)
@@ -282,7 +269,7 @@ class SessionManager:
         console). False when `owner` has no session of that id, whoever else may: the caller says "not found"
         either way, so another's session is never confirmed."""
         self._refuse_if_draining()
-        if not is_session_id(session_id):
+        if not self._is_mine(session_id):
             return False
         record = await self._control.sessions.get_session(session_id)
         if record is None or record.owner != owner:
@@ -479,10 +466,11 @@ class SessionManager:
         """Finish what a crash interrupted, before serving: wipes after the condemned marker, files that
         never got their directory entry, entries whose file is gone, and files half built."""
         for record in await self._control.sessions.sessions():
-            if record.condemned:
+            if record.condemned and self._is_mine(record.session_id):
                 await self._wipe(record.session_id)
-        listed = await self._control.sessions.session_ids()
-        stored, leftovers = await trio.to_thread.run_sync(SessionFile.scan, self._sessions_dir, is_session_id)
+        # Other instances' sessions share the directory (a shared database): theirs are not ours to reconcile.
+        listed = {session_id for session_id in await self._control.sessions.session_ids() if self._is_mine(session_id)}
+        stored, leftovers = await trio.to_thread.run_sync(SessionFile.scan, self._sessions_dir, self._is_mine)
         for session_id in sorted(stored - listed):
             log.warning("session file %s has no directory entry; removing it", session_id)
             await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
@@ -518,20 +506,24 @@ class SessionManager:
             await self.evict(record.session_id)
 
     async def _serve_admin_requests(self) -> None:
-        """Admin commands from another process: `sessions terminate` and `orgs revoke` take effect here."""
-        for session_id in await self._control.sessions.take_termination_requests():
+        """Admin commands from another process take effect here: `sessions terminate` as a request that the
+        session's home takes (each instance takes only its own sessions' requests), `orgs revoke` as the org's
+        record, which every instance reads for the orgs of the sessions it holds live."""
+        for session_id in await self._control.sessions.take_termination_requests(self._id_prefix):
+            # Taken requests are gone: each is handled on its own, so one failure loses no other.
             log.info("session %s terminated by an admin command", session_id)
             await once(f"terminating session {session_id[:12]}", functools.partial(self.evict, session_id))
-        for org_id in await self._control.orgs.take_revocation_requests():
-            # Taken requests are gone: each is handled on its own, so one failure loses no other.
+        live_orgs = {
+            session.record.owner.org_id
+            for session in self._sessions.values()
+            if session.record is not None and session.record.owner.org_id is not None
+        }
+        for org_id in sorted(await self._control.orgs.revoked_among(live_orgs)):
             await once(f"ending revoked organization {org_id}", functools.partial(self._end_org, org_id))
 
     async def _end_org(self, org_id: str) -> None:
         """A revoked organization's live sessions are condemned, which cancels their executions. Stored
         sessions of the org are condemned when a request names them (it gets 403 first)."""
-        org = await self._control.orgs.get_org(org_id)
-        if org is None or not org.revoked:  # restored since the request was left
-            return
         for session in list(self._sessions.values()):
             record = session.record
             if record is not None and record.owner.org_id == org_id and session.lifecycle.changes_on(Event.CONDEMN):
@@ -546,7 +538,11 @@ class SessionManager:
         """Wipe stored sessions idle past the retention period."""
         now = self._clock()
         for record in await self._control.sessions.sessions():
-            if not record.condemned and now - self._activity(record) > self._retention:
+            if (
+                self._is_mine(record.session_id)
+                and not record.condemned
+                and now - self._activity(record) > self._retention
+            ):
                 log.info("session %s idle past retention: wiping it", record.session_id)
                 await once(f"wiping session {record.session_id[:12]}", functools.partial(self.evict, record.session_id))
 
@@ -596,6 +592,8 @@ class SessionManager:
         (listed, answerable, expiring) as they were before the restart, and those whose window closed while
         the server was down are remembered as expired."""
         for record in await self._control.paused.paused_sessions():
+            if not self._is_mine(record.session_id):
+                continue
             await once(f"session {record.session_id[:12]}: reviving", functools.partial(self._live, record.session_id))
 
     def _note_activity(self, session: Session) -> None:
@@ -615,6 +613,15 @@ class SessionManager:
 
         if not await once(f"session {session.id[:12]}: persisting activity", persist):
             session.persisted_activity = min(session.persisted_activity, at - ACTIVITY_PERSIST_INTERVAL)
+
+    @property
+    def _id_prefix(self) -> str:
+        """How the ids of the sessions this instance is home to start ("" with no instance id: every id)."""
+        return f"{self._instance}{SEPARATOR}" if self._instance else ""
+
+    def _is_mine(self, session_id: str) -> bool:
+        """Whether `session_id` is a minted id whose home is this instance."""
+        return home_of(session_id) == self._instance
 
     def _path(self, session_id: str) -> Path:
         return SessionFile.path_for(self._sessions_dir, session_id)

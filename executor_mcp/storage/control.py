@@ -12,7 +12,9 @@ while a server runs on the same data dir, and the server sees the change on its 
 from pathlib import Path
 
 import attrs
+import trio
 
+from executor_mcp.config import Settings
 from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.interfaces import (
     ApiKeyStore,
@@ -102,7 +104,8 @@ class ControlPlane:
         try:
             await database.transact(migrate)
         except BaseException:
-            await database.close()
+            with trio.CancelScope(shield=True):
+                await database.close()
             raise
         return cls(
             sessions=PgSessionDirectory(database),
@@ -121,3 +124,21 @@ class ControlPlane:
 
     async def close(self) -> None:
         await self.backend.close()
+
+
+async def open_control_plane(settings: Settings) -> ControlPlane:
+    """The control plane the settings name: PostgreSQL with `--database-url` (several instances share it), else
+    the data dir's own LMDB file."""
+    if settings.database_url is not None:
+        return await ControlPlane.open_postgres(settings.database_url, pool_size=settings.database_pool_size)
+    return await ControlPlane.open(settings.data_dir)
+
+
+async def migrate_database(url: str) -> list[int]:
+    """Apply the schema's missing migrations to the database at `url`; the versions applied now."""
+    database = await Database.open(url, size=1)
+    try:
+        return await database.transact(migrate)
+    finally:
+        with trio.CancelScope(shield=True):
+            await database.close()

@@ -7,15 +7,16 @@ passes the same contract suite (`tests/unit/storage_contract/`). What every back
   another instance on the same database) never see half a change, and a write is durable when it returns.
 - An operation that changes records of two tables is on the store that owns the primary record and changes
   the dependent ones in the same transaction: removing an integration removes its connections; a connection
-  is only written while its integration exists; revoking an org leaves its revocation request; condemning a
-  session leaves its termination request. No caller composes such a change out of two calls.
+  is only written while its integration exists; condemning a session leaves its termination request. No caller
+  composes such a change out of two calls. (Revoking an org is its record alone: every instance asks which of
+  its live sessions' orgs are revoked, `OrgStore.revoked_among`.)
 - A stored record that no longer decodes is logged and treated as absent (skipped in listings), never the
   end of a read; an identifier too long to store is `InvalidInput` on a write and nothing on a read.
 - Records are the attrs classes of `storage/records.py` and `records/integrations.py`; bytes parameters
   (sources, compiled catalogs, sealed secret items, audit entries, journals) are opaque to the store.
 """
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol, TypeVar
 
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
@@ -61,9 +62,11 @@ class SessionDirectory(Protocol):
         """Condemn a session from outside the server (admin): mark it, and leave a request that a running
         server takes (`take_termination_requests`), in one transaction. False if there is no such session."""
 
-    async def take_termination_requests(self) -> list[str]:
-        """The session ids of every pending termination request, removed as they are taken: two takers never
-        get the same request."""
+    async def take_termination_requests(self, id_prefix: str) -> list[str]:
+        """The session ids, starting with `id_prefix`, of the pending termination requests, removed as they are
+        taken: two takers never get the same request. An instance takes those of the sessions it is home to
+        (`f"{instance}{SEPARATOR}"`) and leaves the others for theirs; "" takes every request (a server with no
+        instance id)."""
 
     async def sessions(self) -> list[SessionRecord]:
         """Every readable entry."""
@@ -123,12 +126,11 @@ class OrgStore(Protocol):
 
     async def orgs(self) -> list[OrgRecord]: ...
 
-    async def request_revocation(self, org_id: str, at: float) -> OrgRecord:
-        """Revoke from outside the server (admin) and leave a request that a running server takes to end the
-        org's live sessions, in one transaction."""
-
-    async def take_revocation_requests(self) -> list[str]:
-        """The org ids of every pending revocation request, removed as they are taken."""
+    async def revoked_among(self, org_ids: Collection[str]) -> set[str]:
+        """Which of `org_ids` are revoked, in one read: what every instance asks each poll about the orgs of
+        the sessions it holds live, so a revocation (`set_org_revoked`) reaches all of them. An unknown org is
+        not revoked, nor is one whose record no longer decodes (logged): one damaged record must not keep the
+        others' sessions alive."""
 
 
 class ApiKeyStore(Protocol):

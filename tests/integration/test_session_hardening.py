@@ -10,7 +10,7 @@ import lmdb
 import pytest
 import trio
 
-from executor_mcp.sessions.manager import new_session_id
+from executor_mcp.sessions.ids import new_session_id
 from tests.auth_support import bearer, mint
 from tests.conftest import start_server
 from tests.mcp_http import envelope, headers, initialize_body, open_session, post, sse_messages
@@ -216,7 +216,7 @@ async def test_orphans_and_half_written_files_are_collected_at_start(
     await first.stop()
     sessions = data_dir / "sessions"
 
-    file_only = new_session_id()  # a crash after the file was written, before its directory entry
+    file_only = new_session_id("")  # a crash after the file was written, before its directory entry
     shutil.copyfile(sessions / f"{kept}.mdb", sessions / f"{file_only}.mdb")
     (sessions / f"{entry_only}.mdb").unlink()  # an entry whose file is gone
     (sessions / f"{entry_only}.mdb-lock").unlink()
@@ -227,7 +227,7 @@ async def test_orphans_and_half_written_files_are_collected_at_start(
     with corrupt.begin(write=True) as txn:
         txn.put(b"meta", b'{"session_id": 7}')  # fails strict decoding
     corrupt.close()
-    leftovers = [sessions / f"{new_session_id()}.mdb.partial", sessions / f"{new_session_id()}.mdb-lock"]
+    leftovers = [sessions / f"{new_session_id('')}.mdb.partial", sessions / f"{new_session_id('')}.mdb-lock"]
     for leftover in leftovers:
         leftover.write_bytes(b"")
     foreign = sessions / "notes.txt"

@@ -11,8 +11,9 @@ from executor_mcp.app import idle_policy
 from executor_mcp.config import Settings
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import Implementation, InitializeParams
+from executor_mcp.sessions.ids import is_session_id
 from executor_mcp.sessions.lifecycle import State
-from executor_mcp.sessions.manager import ACTIVITY_PERSIST_INTERVAL, SessionManager, is_session_id
+from executor_mcp.sessions.manager import ACTIVITY_PERSIST_INTERVAL, SessionManager
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner, SessionMeta
 from executor_mcp.storage.session_file import SessionFile
@@ -47,6 +48,7 @@ async def _start(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path, *
         "idle": idle_policy(settings),
         "max_sessions_per_user": settings.max_sessions_per_user,
         "retention": settings.session_retention,
+        "instance": "",
     }
     manager = SessionManager(control, tmp_path, **{**options, **kwargs})
     await nursery.start(manager.run)

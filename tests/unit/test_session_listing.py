@@ -45,6 +45,7 @@ async def _start(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path) -
         idle=idle_policy(settings),
         max_sessions_per_user=settings.max_sessions_per_user,
         retention=settings.session_retention,
+        instance="",
     )
     await nursery.start(manager.run)
     return manager

@@ -1,9 +1,16 @@
-"""Organizations (`interfaces.OrgStore`) and API keys (`interfaces.ApiKeyStore`) in LMDB."""
+"""Organizations (`interfaces.OrgStore`) and API keys (`interfaces.ApiKeyStore`) in LMDB.
+
+A revocation is the org's record alone: running servers read it (`revoked_among`) each poll. Data dirs of
+before keep a `revocation-requests` table that nothing opens any more (left as it is: it holds no data worth a
+migration).
+"""
+
+from collections.abc import Collection
 
 import attrs
 
 from executor_mcp.storage.environment import Environment, Txn
-from executor_mcp.storage.lmdb.requests import take_requests
+from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
 
 
@@ -11,7 +18,6 @@ class LmdbOrgs:
     def __init__(self, env: Environment) -> None:
         self._env = env
         self._orgs = env.database(b"orgs")
-        self._revocations = env.database(b"revocation-requests")
 
     async def get_org(self, org_id: str) -> OrgRecord | None:
         raw = await self._env.read(lambda txn: txn.get(org_id.encode(), db=self._orgs))
@@ -42,16 +48,17 @@ class LmdbOrgs:
     async def orgs(self) -> list[OrgRecord]:
         return await self._env.read(lambda txn: [decode(v, OrgRecord) for _, v in txn.cursor(db=self._orgs)])
 
-    async def request_revocation(self, org_id: str, at: float) -> OrgRecord:
-        def _request(txn: Txn) -> OrgRecord:
-            record = self._set_revoked(txn, org_id, True, at)
-            txn.put(org_id.encode(), str(at).encode(), db=self._revocations)
-            return record
+    async def revoked_among(self, org_ids: Collection[str]) -> set[str]:
+        def _revoked(txn: Txn) -> set[str]:
+            revoked = set()
+            for org_id in set(org_ids):
+                raw = keys.get(txn, self._orgs, org_id.encode())  # too long to store: never revoked
+                record = None if raw is None else decoded_or_skipped(raw, OrgRecord, org_id)
+                if record is not None and record.revoked:
+                    revoked.add(org_id)
+            return revoked
 
-        return await self._env.write(_request)
-
-    async def take_revocation_requests(self) -> list[str]:
-        return await take_requests(self._env, self._revocations)
+        return await self._env.read(_revoked) if org_ids else set()
 
 
 class LmdbApiKeys:

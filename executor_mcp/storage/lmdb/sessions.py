@@ -3,7 +3,8 @@
 
 Entries are keyed by session id; an index keyed `owner prefix + session id` lists one owner's sessions
 without a scan, and a count per owner answers the per-account cap with a point read. Termination requests
-are keys in their own table, taken (and deleted) by the running server.
+are keys (the session id) in their own table, taken (and deleted) by the running server: a range of it, the ids
+that name the taker as their home.
 """
 
 from collections.abc import Mapping
@@ -132,8 +133,8 @@ class LmdbSessionDirectory:
 
         return await self._env.write(_request)
 
-    async def take_termination_requests(self) -> list[str]:
-        return await take_requests(self._env, self._terminations)
+    async def take_termination_requests(self, id_prefix: str) -> list[str]:
+        return await take_requests(self._env, self._terminations, id_prefix.encode())
 
     async def sessions(self) -> list[SessionRecord]:
         def _all(txn: Txn) -> list[SessionRecord]:

@@ -7,6 +7,7 @@ their own table. Adding a backend is one entry in a table below.
 
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,33 @@ CONTROL_PLANES: dict[str, Callable[[pytest.FixtureRequest, Path], Callable[[], A
 JOURNALS: dict[str, Callable[[Path], Awaitable[SessionFile]]] = {"lmdb": _lmdb_journals}
 
 
+# Writes per plane in the concurrency tests: enough for their transactions to interleave.
+EACH = 30
+# Backends a process opens once: LMDB refuses a second environment on one file in a process, so its two
+# "planes" are one (concurrent calls in one process; other processes wait on LMDB's own writer lock).
+ONE_PLANE_PER_PROCESS = {"lmdb"}
+
+
+@asynccontextmanager
+async def two_planes(
+    open_plane: Callable[[], Awaitable[ControlPlane]], backend: str
+) -> AsyncIterator[tuple[ControlPlane, ControlPlane]]:
+    """Two control planes on one store at once, as two processes on a data dir or two instances on a database
+    have them."""
+    first = await open_plane()
+    try:
+        if backend in ONE_PLANE_PER_PROCESS:
+            yield first, first
+            return
+        second = await open_plane()
+        try:
+            yield first, second
+        finally:
+            await second.close()
+    finally:
+        await first.close()
+
+
 @pytest.fixture(params=sorted(CONTROL_PLANES))
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -71,6 +99,14 @@ def open_plane(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> 
     """Open the backend's control plane on the test's data, again after closing it: what was written before
     is there (a test using this does not use `plane`, which holds one open)."""
     return CONTROL_PLANES[backend](request, tmp_path)
+
+
+@pytest.fixture
+async def planes(
+    backend: str, open_plane: Callable[[], Awaitable[ControlPlane]]
+) -> AsyncIterator[tuple[ControlPlane, ControlPlane]]:
+    async with two_planes(open_plane, backend) as opened:
+        yield opened
 
 
 @pytest.fixture

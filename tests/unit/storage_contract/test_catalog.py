@@ -253,3 +253,14 @@ async def test_a_connection_owner_and_account_must_agree(
     await catalog.add_integration(integration(), b"spec", b"compiled")
     with pytest.raises(InvalidInput, match=message):
         await catalog.put_connection(connection(owner=owner, account=account))
+
+
+async def test_records_keep_any_text_from_outside(catalog: CatalogStore) -> None:
+    """A spec's description or a remote server's error is stored as it came, NUL included (JSON escapes it)."""
+    described = integration(description="nul \x00 and \u2028 here")
+    assert await catalog.add_integration(described, b"spec", b"compiled")
+    assert await catalog.get_integration("acme", "github") == described
+    assert await catalog.put_connection(connection())
+    failed = await catalog.set_discovered(connection(), synced_at=2.0, error="refused: \x00\x1f")
+    assert failed is not None
+    assert (await catalog.get_connection("acme", "org", "", "github", "main")).sync_error == "refused: \x00\x1f"

@@ -27,15 +27,22 @@ async def test_revoking_and_reinstating_an_org(orgs: OrgStore) -> None:
     )
 
 
-async def test_a_revocation_request_revokes_and_is_taken_once(orgs: OrgStore) -> None:
-    assert await orgs.take_revocation_requests() == []
-    record = await orgs.request_revocation("acme", 50.0)
-    assert (record.revoked, record.changed_at) == (True, 50.0)
-    assert (await orgs.get_org("acme")).revoked
-    await orgs.request_revocation("evil", 60.0)
-    assert sorted(await orgs.take_revocation_requests()) == ["acme", "evil"]
-    assert await orgs.take_revocation_requests() == []
-    assert (await orgs.get_org("acme")).revoked  # taking the request leaves the org revoked
+async def test_revoked_among_names_the_revoked_orgs_of_those_asked_about(orgs: OrgStore) -> None:
+    assert await orgs.revoked_among([]) == set()
+    assert await orgs.revoked_among(["acme", "unknown"]) == set()
+    for org_id in ("acme", "evil", "good"):
+        await orgs.note_org(org_id, 10.0)
+    await orgs.set_org_revoked("acme", True, 20.0)
+    await orgs.set_org_revoked("evil", True, 20.0)
+    await orgs.set_org_revoked("new", True, 30.0)  # revoked before it was ever seen
+    assert await orgs.revoked_among(["acme", "good", "unknown", "new"]) == {"acme", "new"}
+    assert await orgs.revoked_among({"evil", "good"}) == {"evil"}
+    assert await orgs.revoked_among(["acme", "acme"]) == {"acme"}
+    await orgs.set_org_revoked("acme", False, 40.0)
+    assert await orgs.revoked_among(["acme", "evil"]) == {"evil"}
+    assert (await orgs.get_org("evil")).revoked  # asking changes nothing
+    # Ids no store can hold (too long, a NUL) name no org: nothing, and no failure for the others.
+    assert await orgs.revoked_among(["x" * 600, "a\x00b", "evil"]) == {"evil"}
 
 
 def key(key_id: str, account: str = "alice") -> ApiKeyRecord:

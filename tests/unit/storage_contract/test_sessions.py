@@ -70,14 +70,32 @@ async def test_the_directory_counts_and_names_its_entries(sessions: SessionDirec
 async def test_a_termination_request_condemns_and_is_taken_once(sessions: SessionDirectory) -> None:
     await sessions.put_session(entry("s1"))
     await sessions.put_session(entry("s2"))
-    assert await sessions.take_termination_requests() == []
+    assert await sessions.take_termination_requests("") == []
     assert await sessions.request_termination("s1", 5.0)
     assert await sessions.request_termination("s2", 6.0)
     assert not await sessions.request_termination("missing", 7.0)
     assert (await sessions.get_session("s1")).condemned
-    assert sorted(await sessions.take_termination_requests()) == ["s1", "s2"]
-    assert await sessions.take_termination_requests() == []
+    assert sorted(await sessions.take_termination_requests("")) == ["s1", "s2"]
+    assert await sessions.take_termination_requests("") == []
     assert await sessions.get_session("missing") is None
+
+
+async def test_termination_requests_are_taken_by_the_home_their_id_names(sessions: SessionDirectory) -> None:
+    """Each instance takes the requests of the sessions it is home to and leaves the others for theirs. The
+    prefix is literal text: `_` (the ids' separator) and `%` are no wildcards."""
+    ids = ["a_1", "a_2", "ab_1", "ax1", "A_1", "b_1", "1111", "c%_1", "cd_1", "c\\_1"]
+    for session_id in ids:
+        await sessions.put_session(entry(session_id))
+        assert await sessions.request_termination(session_id, 5.0)
+    assert await sessions.take_termination_requests("a_") == ["a_1", "a_2"]
+    assert await sessions.take_termination_requests("a_") == []
+    assert await sessions.take_termination_requests("z_") == []
+    assert await sessions.take_termination_requests("b_") == ["b_1"]
+    assert await sessions.take_termination_requests("c%_") == ["c%_1"]
+    assert await sessions.take_termination_requests("c\\_") == ["c\\_1"]
+    assert await sessions.take_termination_requests("") == ["1111", "A_1", "ab_1", "ax1", "cd_1"]
+    assert await sessions.take_termination_requests("") == []
+    assert all(record.condemned for record in await sessions.sessions())  # taking changes no entry
 
 
 async def test_the_paused_directory_names_the_live_sessions_that_keep_a_pause(

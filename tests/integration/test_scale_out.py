@@ -1,0 +1,251 @@
+"""Two instances on one PostgreSQL database behind a proxy, every part real: `executor-mcp serve` processes
+(`--database-url`, `--instance-id`), Debian's PostgreSQL (`tests/postgres.py`), and nginx (`tests/nginx.py`) or
+HAProxy (`tests/haproxy.py`) running the configuration `executor-mcp proxy-config` prints. Sessions are served by
+their home through the proxy; a request on the wrong instance hears the restart envelope, never gets a new
+session; a policy written through one instance governs a call on the other within a second; an org revoked once
+is refused by both; both write one audit log; an instance killed outright answers the restart envelope through
+the proxy until it is back on its data dir, and its sessions then continue."""
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import trio
+
+from executor_mcp.config import SECRET_KEY_ENV
+from executor_mcp.proxy_config import Instance, render
+from tests.auth_support import SECRET, bearer, mint
+from tests.haproxy import haproxy
+from tests.integration.test_cli_operations import cli, free_port
+from tests.mcp_http import envelope, initialize_body, post, sse_messages
+from tests.nginx import nginx
+from tests.postgres import PostgresServer
+from tests.process import ServerProcess, server_process
+
+pytestmark = pytest.mark.slow
+
+ALICE = bearer(mint("alice", "acme", expires_in=3600))
+BOB = bearer(mint("bob", "globex", expires_in=3600))
+CALL_POLICIES = "return await tools.executor.coreTools.policies.list({});"
+LIST_POLICIES = "return (await tools.executor.coreTools.policies.list({})).data.policies.length;"
+# How long a change made through one instance may take to govern the other.
+PROPAGATION = 1.0
+AUDIT_BOUND = 10.0
+# How long a proxy may take to route to an instance that came back (HAProxy: its next health check).
+RETURN_BOUND = 10.0
+
+
+@attrs.define
+class Cluster:
+    root: Path
+    url: str  # the database's
+    ports: dict[str, int]
+    proxy: str = ""
+    servers: dict[str, ServerProcess] = attrs.Factory(dict)
+
+    def arguments(self, name: str) -> list[str]:
+        return [
+            "--port",
+            str(self.ports[name]),
+            "--database-url",
+            self.url,
+            "--instance-id",
+            name,
+            "--auth",
+            "jwt",
+            "--jwt-secret-file",
+            str(self.root / "jwt-secret"),
+            "--public-url",
+            self.proxy,
+        ]
+
+    def direct(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+
+PROXIES = {"nginx": nginx, "haproxy": haproxy}
+
+
+@pytest.fixture(params=sorted(PROXIES))
+async def cluster(
+    request: pytest.FixtureRequest, postgres: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Cluster]:
+    monkeypatch.setenv(SECRET_KEY_ENV, "one key for the whole cluster")
+    (tmp_path / "jwt-secret").write_bytes(SECRET)
+    cluster = Cluster(tmp_path, postgres.new_database(), {"a": free_port(), "b": free_port()})
+    listen = free_port()
+    cluster.proxy = f"http://127.0.0.1:{listen}"
+    generated = render(
+        request.param,
+        [Instance(name, f"127.0.0.1:{port}") for name, port in cluster.ports.items()],
+        f"127.0.0.1:{listen}",
+    )
+    async with AsyncExitStack() as stack:
+        for name in cluster.ports:
+            cluster.servers[name] = await stack.enter_async_context(
+                server_process(tmp_path / name, *cluster.arguments(name))
+            )
+        await stack.enter_async_context(PROXIES[request.param](generated, listen))
+        try:
+            yield cluster
+        finally:
+            with trio.CancelScope(shield=True):
+                await stop(*cluster.servers.values())
+
+
+async def stop(*servers: ServerProcess) -> None:
+    """Stop servers the test started (SIGTERM, a graceful stop); their output readers end with them."""
+    for server in servers:
+        if server.process.returncode is None:
+            server.terminate()
+            await server.wait()
+
+
+async def initialize(http: httpx.AsyncClient, base: str, auth: dict[str, str]) -> str:
+    response = await post(http, base + "/mcp", initialize_body(), **auth)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    notified = await post(
+        http, base + "/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id, **auth
+    )
+    assert notified.status_code == 202
+    return session_id
+
+
+async def execute(
+    http: httpx.AsyncClient, base: str, session_id: str, code: str, auth: dict[str, str]
+) -> httpx.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "execute", "arguments": {"code": code}},
+    }
+    return await post(http, base + "/mcp", body, session_id, **auth)
+
+
+def result_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        [message] = [m for m in sse_messages(response.text) if m.get("id") == 7]
+    else:
+        message = response.json()
+    return message["result"]
+
+
+def text(result: dict[str, Any]) -> str:
+    return "\n".join(block["text"] for block in result["content"])
+
+
+async def sessions_on_both(http: httpx.AsyncClient, cluster: Cluster) -> dict[str, str]:
+    """Sessions opened through the proxy until each instance is home to one: `initialize` goes anywhere."""
+    homes: dict[str, str] = {}
+    for _ in range(20):
+        session_id = await initialize(http, cluster.proxy, ALICE)
+        homes.setdefault(session_id.split("_")[0], session_id)
+        if len(homes) == 2:
+            return homes
+    raise AssertionError(f"the proxy sent every initialize to {sorted(homes)}")
+
+
+async def test_sessions_are_served_by_their_home_through_the_proxy(cluster: Cluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        for home, session_id in homes.items():
+            assert session_id.startswith(f"{home}_")
+            for _ in range(3):
+                result = result_of(await execute(http, cluster.proxy, session_id, "return 6 * 7;", ALICE))
+                assert "42" in text(result)
+            # Straight to the other instance: the restart envelope, never a new session.
+            other = "b" if home == "a" else "a"
+            stray = await execute(http, cluster.direct(other), session_id, "return 1;", ALICE)
+            assert envelope(stray) == (503, -32001, "MCP session is restarting, please retry")
+            assert stray.headers["retry-after"] == "2"
+            assert "mcp-session-id" not in stray.headers
+
+
+async def test_a_policy_written_through_one_instance_governs_the_other(cluster: Cluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        assert "0" in text(result_of(await execute(http, cluster.proxy, homes["b"], LIST_POLICIES, ALICE)))
+        rule = {"owner": "org", "pattern": "executor.coreTools.policies.list", "action": "block"}
+        created = await http.post(cluster.direct("a") + "/api/policies", json=rule, headers=ALICE)
+        assert created.status_code in (200, 201), created.text
+        with trio.fail_after(PROPAGATION):
+            result = result_of(await execute(http, cluster.proxy, homes["b"], CALL_POLICIES, ALICE))
+        answer = json.loads(text(result))
+        assert answer["ok"] is False
+        assert answer["error"]["code"] == "tool_blocked"
+
+
+async def test_an_org_revoked_once_is_refused_by_every_instance(cluster: Cluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        bobs = await initialize(http, cluster.proxy, BOB)
+        revoked = await cli("orgs", "revoke", "acme", "--database-url", cluster.url)
+        assert revoked.returncode == 0, revoked.stderr
+        with trio.fail_after(PROPAGATION):
+            for home, session_id in homes.items():
+                refused = await execute(http, cluster.direct(home), session_id, "return 1;", ALICE)
+                assert refused.status_code == 403, refused.text
+            for name in cluster.ports:
+                fresh = await post(http, cluster.direct(name) + "/mcp", initialize_body(), **ALICE)
+                assert fresh.status_code == 403, fresh.text
+        # Another org is untouched.
+        assert "42" in text(result_of(await execute(http, cluster.proxy, bobs, "return 42;", BOB)))
+
+
+async def test_both_instances_write_one_audit_log(cluster: Cluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        for session_id in homes.values():
+            result_of(await execute(http, cluster.proxy, session_id, LIST_POLICIES, ALICE))
+        for name in cluster.ports:
+            # The trail writes in batches: each instance's records land within a flush interval.
+            with trio.fail_after(AUDIT_BOUND):
+                while True:
+                    items = (await http.get(cluster.direct(name) + "/api/audit", headers=ALICE)).json()["items"]
+                    if {item["sessionId"] for item in items} >= set(homes.values()):
+                        break
+                    await trio.sleep(0.1)
+
+
+async def test_a_killed_instance_answers_the_restart_envelope_until_it_is_back(cluster: Cluster) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        cluster.servers["a"].kill()
+        await cluster.servers["a"].wait()
+        down = await execute(http, cluster.proxy, homes["a"], "return 1;", ALICE)
+        assert envelope(down) == (503, -32001, "MCP session is restarting, please retry")
+        assert down.headers["retry-after"] == "2"
+        # The other instance serves its own sessions and new ones meanwhile.
+        assert "42" in text(result_of(await execute(http, cluster.proxy, homes["b"], "return 42;", ALICE)))
+        assert (await initialize(http, cluster.proxy, ALICE)).startswith("b_")
+        async with server_process(cluster.root / "a", *cluster.arguments("a")) as again:
+            try:
+                # A client retries on the restart envelope; the proxy may take a health check to see A back.
+                with trio.fail_after(RETURN_BOUND):
+                    while (
+                        answer := await execute(http, cluster.proxy, homes["a"], "return 'back';", ALICE)
+                    ).status_code == 503:
+                        assert envelope(answer) == (503, -32001, "MCP session is restarting, please retry")
+                        await trio.sleep(0.2)
+                assert "back" in text(result_of(answer))
+            finally:
+                await stop(again)
+
+
+async def test_the_command_prints_what_the_cluster_runs() -> None:
+    """The fixture runs `render`'s text; the command an operator runs prints that same text."""
+    done = await cli("proxy-config", "nginx", "--instance", "a=http://127.0.0.1:1", "--instance", "b=127.0.0.1:2")
+    assert done.returncode == 0, done.stderr
+    instances = [Instance("a", "127.0.0.1:1"), Instance("b", "127.0.0.1:2")]
+    assert done.stdout.decode() == render("nginx", instances, "127.0.0.1:8080")
+    refused = await cli("proxy-config", "nginx", "--instance", "A=http://127.0.0.1:1")
+    assert refused.returncode == 2
+    assert "instance id" in refused.stderr.decode()
