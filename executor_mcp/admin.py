@@ -8,17 +8,21 @@ sessions are revoked, so those sessions and their executions end there too, not 
 """
 
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
+
+import trio
 
 from executor_mcp.audit.model import MAX_LISTED, AuditQuery, AuditRecord, parse_since, record_json
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.api_keys import digest, new_api_key
 from executor_mcp.auth.identity import identity_problem
-from executor_mcp.config import Settings
+from executor_mcp.config import SECRET_KEY_ENV, Settings
 from executor_mcp.listing import Column, milliseconds, print_fields, print_listing
 from executor_mcp.policies.model import RuleOwner
 from executor_mcp.policies.service import (
@@ -28,8 +32,10 @@ from executor_mcp.policies.service import (
     describe,
     parse_new,
 )
+from executor_mcp.secrets.cipher import KEY_FILE, SecretCipher, SecretUnreadable
 from executor_mcp.sessions.manager import SESSIONS_DIR
-from executor_mcp.storage.control import ControlPlane, migrate_database, open_control_plane
+from executor_mcp.storage import ownership, transfer
+from executor_mcp.storage.control import CONTROL_FILE, ControlPlane, migrate_database, open_control_plane
 from executor_mcp.storage.postgres.migrations import LATEST as LATEST_SCHEMA
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
@@ -46,15 +52,107 @@ async def _control_plane(settings: Settings) -> AsyncIterator[ControlPlane]:
         await control.close()
 
 
-async def migrate(settings: Settings) -> int:
+async def migrate(settings: Settings, from_lmdb: Path | None = None) -> int:
+    """Bring the schema up to date; with `from_lmdb`, then move that data dir's control plane into the
+    database (`storage/transfer.py`) and check the move."""
     if settings.database_url is None:
         print("executor-mcp: error: migrate needs --database-url (or EXECUTOR_MCP_DATABASE_URL)", file=sys.stderr)
         return 2
-    applied = await migrate_database(settings.database_url)
+    if from_lmdb is None:
+        await _migrate_schema(settings.database_url)
+        return 0
+    if not (from_lmdb / CONTROL_FILE).is_file():
+        print(f"executor-mcp: error: {from_lmdb} holds no {CONTROL_FILE}: not a data dir", file=sys.stderr)
+        return 2
+    if not os.environ.get(SECRET_KEY_ENV, "").strip():
+        print(f"executor-mcp: error: {_key_advice(from_lmdb)}", file=sys.stderr)
+        return 2
+    try:
+        held = ownership.acquire(from_lmdb)  # no server changes the source while it is read
+    except ownership.DataDirInUse as exc:
+        print(f"executor-mcp: error: {exc}; the move reads it whole, so stop that server first", file=sys.stderr)
+        return 1
+    try:
+        await _migrate_schema(settings.database_url)
+        return await _move(from_lmdb, settings.database_url)
+    finally:
+        held.release()
+
+
+async def _migrate_schema(url: str) -> None:
+    applied = await migrate_database(url)
     if applied:
         print("applied " + ", ".join(str(version) for version in applied))
     else:
         print(f"up to date (version {LATEST_SCHEMA})")
+
+
+async def _move(data_dir: Path, url: str) -> int:
+    source = await ControlPlane.open(data_dir)
+    try:
+        target = await ControlPlane.open_postgres(url, pool_size=2)
+        try:
+            if not await _opens_secrets(source):
+                print(
+                    f"executor-mcp: error: {SECRET_KEY_ENV} does not open {data_dir}'s stored secrets: "
+                    + _key_advice(data_dir),
+                    file=sys.stderr,
+                )
+                return 1
+            try:
+                await transfer.copy(source, target)
+            except transfer.TargetNotEmpty as exc:
+                print(f"executor-mcp: error: {exc}", file=sys.stderr)
+                return 1
+            checks = await transfer.verify(source, target)
+            behind = await transfer.left_behind(source)
+        finally:
+            await target.close()
+    finally:
+        await source.close()
+    return _report(data_dir, checks, behind)
+
+
+async def _opens_secrets(source: ControlPlane) -> bool:
+    """Whether the master key the instances will use opens the source's sealed items (one tried: they were
+    all sealed with one key). True when there are none."""
+    items = await source.secrets.export_records()
+    if not items:
+        return True
+    master = os.environ[SECRET_KEY_ENV].strip().encode()
+    try:
+        await trio.to_thread.run_sync(lambda: SecretCipher.derive(master).decrypt(items[0][1]))
+    except SecretUnreadable:
+        return False
+    return True
+
+
+def _key_advice(data_dir: Path) -> str:
+    return (
+        f"set {SECRET_KEY_ENV} to the content of {data_dir / KEY_FILE} (or to the {SECRET_KEY_ENV} that install "
+        "ran with): the secrets move sealed, and every instance on the database opens them with that key"
+    )
+
+
+def _report(data_dir: Path, checks: list[transfer.DomainCheck], behind: transfer.LeftBehind) -> int:
+    width = max(len(check.domain) for check in checks)
+    print(f"{'DOMAIN':<{width}}  {'RECORDS':>7}  VERIFIED")
+    for check in checks:
+        print(f"{check.domain:<{width}}  {check.source_records:>7}  {'yes' if check.verified else 'NO'}")
+    print(
+        f"{'sessions':<{width}}  {behind.sessions:>7}  not moved: their clients initialize again"
+        + (f" ({behind.paused} paused executions are not carried over)" if behind.paused else "")
+    )
+    differences = [check.difference() for check in checks if not check.verified]
+    if differences:
+        print("executor-mcp: error: the copy differs from the source:", file=sys.stderr)
+        for difference in differences:
+            print(f"  {difference}", file=sys.stderr)
+        return 1
+    print(
+        f"moved {data_dir}'s control plane; start every instance with --database-url, its own --instance-id and "
+        f"{SECRET_KEY_ENV} set to the content of {data_dir / KEY_FILE} (or the key that install ran with)"
+    )
     return 0
 
 

@@ -51,6 +51,7 @@ from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage import ownership
 from executor_mcp.storage.control import ControlPlane, open_control_plane
 from executor_mcp.storage.ownership import DataDirInUse
+from executor_mcp.storage.postgres.database import Database
 from executor_mcp.tools.core import build_catalog
 from executor_mcp.toolserver.executor_tools import ExecutorTools
 from executor_mcp.toolserver.registry import ToolFactory
@@ -292,7 +293,14 @@ async def _serve(
     if settings.metrics_token_file is not None:
         metrics_token = await read_secret(settings.metrics_token_file, "--metrics-token-file")
     operations = Operations(
-        Health(settings.data_dir, control.sessions, manager, approvals, pool),
+        Health(
+            settings.data_dir,
+            control.sessions,
+            manager,
+            approvals,
+            pool,
+            database=control.backend if isinstance(control.backend, Database) else None,
+        ),
         metrics,
         metrics_open=settings.auth == "none",
         metrics_token=metrics_token,

@@ -190,11 +190,21 @@ def _parser() -> argparse.ArgumentParser:
     migrate = _command(
         commands,
         "migrate",
-        "bring --database-url's schema up to this version",
+        "bring --database-url's schema up to this version; with --from-lmdb, move a data dir's records into it",
         "Apply the PostgreSQL schema's missing migrations and exit (every instance also applies them at start, "
-        "under an advisory lock, so this is for running them alone, e.g. before a rolling upgrade).",
+        "under an advisory lock, so this is for running them alone, e.g. before a rolling upgrade). With "
+        "--from-lmdb DIR, also copy that single-node data dir's control plane into the empty database and "
+        "verify the copy domain by domain.",
     )
     _add_options(migrate, {"log_level", "database_url"})
+    migrate.add_argument(
+        "--from-lmdb",
+        type=Path,
+        metavar="DIR",
+        help="then move that data dir's control plane (orgs, keys, rules, audit, signing keys, integrations and "
+        "connections, sealed secrets) into the empty database and check the copy; the data dir must not be "
+        "served meanwhile, and EXECUTOR_MCP_SECRET_KEY must be its secret.key's content",
+    )
 
     orgs = _command(commands, "orgs", "list, revoke or restore organizations")
     org_actions = _actions(orgs)
@@ -582,7 +592,7 @@ def _admin(args: argparse.Namespace, settings: Settings):
 
     match args.command, getattr(args, "action", None):
         case "migrate", _:
-            return partial(admin.migrate, settings)
+            return partial(admin.migrate, settings, args.from_lmdb)
         case "orgs", "list":
             return partial(admin.orgs_list, settings, args.json)
         case "orgs", "revoke" | "restore":

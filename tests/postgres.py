@@ -55,16 +55,21 @@ class PostgresServer:
         subprocess.run(argv, check=True, capture_output=True, timeout=START_TIMEOUT)
 
     def start(self) -> None:
+        """Start the server, its cluster made the first time: after `stop`, it starts again on the same data and
+        port (an outage, as clients see one)."""
         data = self._root / "data"
-        self._run("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        if not (data / "PG_VERSION").exists():
+            self._run("initdb", "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self._port} -c unix_socket_directories={self._root}"
             " -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
         self._run("pg_ctl", "-D", str(data), "-o", options, "-l", str(self._root / "log"), "-w", "-t", "60", "start")
 
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self._root / "data"), "-m", "immediate", "-w", "stop")
+    def stop(self, mode: str = "immediate") -> None:
+        """`immediate` is a crash (with `synchronous_commit=off`, the last commits may be lost); `fast` ends every
+        connection and flushes what was committed, as an operator's restart does."""
+        self._run("pg_ctl", "-D", str(self._root / "data"), "-m", mode, "-w", "stop")
 
     def new_database(self) -> str:
         """A fresh, empty database; its URL."""

@@ -4,7 +4,12 @@ A tool call hands its record over and goes on: a bounded channel carries it to o
 what has gathered over `GATHER_SECONDS` in one transaction (a burst of calls costs one write, not one each).
 A full channel makes the calls wait rather than lose records. The writer and the sweeper are owned by the
 server's root nursery; a failed write is logged and retried by the background loop, and the records it held
-are kept for the retry. At shutdown the channel is drained before the control plane closes.
+are kept for the retry (an outage of the shared database is such a failure: the writes resume, every held
+record in them, within `WRITE_BACKOFF`'s ceiling of its end; `append_audit` ignores a key already written, so a
+batch whose commit went unconfirmed is written again harmlessly). Memory stays bounded meanwhile: at most
+`BATCH` held and `QUEUED` in the channel, after which calls wait for room (and past `HAND_OVER_SECONDS` a record
+is dropped, said in the log). At shutdown the channel is drained before the control plane closes; what could not
+be written by then is said in the log.
 """
 
 import logging
@@ -26,7 +31,7 @@ from executor_mcp.audit.model import (
     time_key,
     to_bytes,
 )
-from executor_mcp.background import forever
+from executor_mcp.background import Backoff, forever
 from executor_mcp.storage.interfaces import AuditStore
 from executor_mcp.storage.records import decoded_or_skipped
 
@@ -37,6 +42,8 @@ BATCH = 512
 HAND_OVER_SECONDS = 30.0  # how long a call waits for room in a full queue before its record is dropped, said
 GATHER_SECONDS = 0.2  # what a crash (not a shutdown, which drains) may lose of the newest records
 SWEEP_INTERVAL = 3600.0
+# A failed write is tried again soon: held records should reach the store within seconds of its return.
+WRITE_BACKOFF = Backoff(first=0.1, factor=2.0, ceiling=2.0)
 SWEEP_BATCH = 1000
 SCAN_FACTOR = 20  # a filtered page looks at up to this many records per one it may return
 
@@ -68,16 +75,21 @@ class AuditTrail:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(forever, "writing the audit log", self._write_forever, 0.0)
+            nursery.start_soon(forever, "writing the audit log", self._write_forever, 0.0, WRITE_BACKOFF)
             nursery.start_soon(forever, "sweeping the audit log", self.sweep, SWEEP_INTERVAL)
             task_status.started()
 
     async def drained(self, bound: float) -> None:
         """Wait (at most `bound` seconds) until every record handed over is written: before the store closes."""
         with trio.move_on_after(bound):
-            while self._held or self._receive.statistics().current_buffer_used:
+            while self._unwritten():
                 await self._idle.wait()
                 await trio.lowlevel.checkpoint()
+        if unwritten := self._unwritten():
+            log.error("%d audit records could not be written before the audit log closed", unwritten)
+
+    def _unwritten(self) -> int:
+        return len(self._held) + self._receive.statistics().current_buffer_used
 
     async def _write_forever(self) -> None:
         while True:

@@ -27,6 +27,7 @@ from executor_mcp.auth.tokens import InvalidToken, TokenVerifier, Unavailable
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.http import HeaderLookup
 from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.postgres.database import StoreUnavailable
 from executor_mcp.storage.records import Owner
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,9 @@ class BearerAuth:
         """A control-plane call; a storage failure is "cannot tell right now", never a refusal."""
         try:
             return await pending
+        except StoreUnavailable as exc:  # the shared database's outage: a condition, said in one line
+            log.warning("control plane unavailable for authentication: %s", exc)
+            raise Unavailable(str(exc)) from None
         except Exception as exc:
             log.exception("control plane unavailable for authentication")
             raise Unavailable(str(exc)) from None

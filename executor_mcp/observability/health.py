@@ -9,9 +9,13 @@ Readiness is three checks, each answered in words when it fails:
   runs in a thread, one at a time.
 - sandbox: the worker pool has a warm worker, a running zygote to fork one, or workers at work.
 - server: it is not shutting down (a load balancer stops sending new work while the old finishes).
+- database (with `--database-url` only): a new connection answers `SELECT 1` within `DATABASE_BOUND` seconds.
+  Every request needs the shared database, so an instance that cannot reach it is taken out of rotation.
 
 The snapshot's sizes are cheap on purpose: the control plane is one `stat`; the session files are summed by a
-directory scan of at most `MAX_SCANNED` entries, redone at most every `SIZES_MAX_AGE` seconds.
+directory scan of at most `MAX_SCANNED` entries, redone at most every `SIZES_MAX_AGE` seconds. With the shared
+database the snapshot adds its pool's state, and a scrape during an outage still answers: the stored sessions
+it cannot count then read as those this process holds.
 """
 
 import os
@@ -31,10 +35,12 @@ from executor_mcp.sessions.lifecycle import State
 from executor_mcp.sessions.manager import SESSIONS_DIR, SessionManager
 from executor_mcp.storage.control import CONTROL_FILE
 from executor_mcp.storage.interfaces import SessionDirectory
+from executor_mcp.storage.postgres.database import Database, StoreUnavailable
 
 PROBE_PREFIX = ".write-probe-"
 SIZES_MAX_AGE = 60.0
 MAX_SCANNED = 100_000
+DATABASE_BOUND = 2.0  # seconds a readiness probe waits for the database's `SELECT 1`
 _SESSION_SUFFIX = ".mdb"
 # Sessions with a runtime (or on their way to or from one) in this process; the rest of the stored ones are
 # disposed: on disk, restored by their next request.
@@ -121,13 +127,16 @@ class Health:
         book: PendingApprovals,
         pool: WorkerPool,
         clock: Callable[[], float] = time.monotonic,
+        database: Database | None = None,
     ) -> None:
+        """`database`: the shared control plane's pool (`--database-url`), checked and gauged; None with LMDB."""
         self._data_dir = data_dir
         self._sessions = sessions
         self._manager = manager
         self._book = book
         self._pool = pool
         self._clock = clock
+        self._database = database
         self._probing = trio.Lock()
         self._sizing = trio.Lock()
         self._sizes: tuple[int, int] = (0, 0)
@@ -137,10 +146,17 @@ class Health:
         async with self._probing:
             storage = await trio.to_thread.run_sync(storage_verdict, self._data_dir)
         server = "shutting down" if self._manager.draining else "ok"
-        return Readiness({"storage": storage, "sandbox": pool_verdict(self._pool.stats()), "server": server})
+        checks = {"storage": storage, "sandbox": pool_verdict(self._pool.stats()), "server": server}
+        if self._database is not None:
+            checks["database"] = await self._database.ping(DATABASE_BOUND)
+        return Readiness(checks)
 
     async def snapshot(self) -> Snapshot:
-        stored = await self._sessions.session_count()
+        handles = self._manager.state_counts()
+        try:
+            stored = await self._sessions.session_count()
+        except StoreUnavailable:
+            stored = sum(handles.values())
         bytes_, files = await self._session_sizes()
         stats = self._pool.stats()
         try:
@@ -148,12 +164,13 @@ class Health:
         except OSError:
             control_bytes = 0
         return Snapshot(
-            sessions=session_states(self._manager.state_counts(), stored),
+            sessions=session_states(handles, stored),
             paused_executions=self._book.live_count,
             workers={"busy": stats.in_use, "idle": stats.idle, "starting": stats.starting},
             control_plane_bytes=control_bytes,
             session_files_bytes=bytes_,
             session_files=files,
+            database_connections=None if self._database is None else _connections(self._database),
         )
 
     async def _session_sizes(self) -> tuple[int, int]:
@@ -162,3 +179,8 @@ class Health:
                 self._sizes = await trio.to_thread.run_sync(session_file_sizes, self._data_dir / SESSIONS_DIR)
                 self._sized_at = self._clock()
             return self._sizes
+
+
+def _connections(database: Database) -> dict[str, int]:
+    stats = database.stats()
+    return {"idle": stats.idle, "in_use": stats.in_use, "waiting": stats.waiting}

@@ -2,9 +2,9 @@
 servers in one process (the tests') each count their own.
 
 Counters and the execution histogram are updated where things happen (a few microseconds each). What the
-server holds at a moment (sessions by state, paused executions, sandbox workers, storage sizes) is not
-mirrored into gauges as it changes: the scrape hands a `Snapshot`, read from the owners of that state just
-before, to a collector that turns it into families (`render`).
+server holds at a moment (sessions by state, paused executions, sandbox workers, storage sizes, the PostgreSQL
+pool's connections) is not mirrored into gauges as it changes: the scrape hands a `Snapshot`, read from the
+owners of that state just before, to a collector that turns it into families (`render`).
 
 Labels have few values, whatever clients send: an HTTP method, a JSON-RPC method or a status outside the
 known sets counts as `other`, and an integration slug past the first `MAX_INTEGRATIONS` seen as `other`.
@@ -105,6 +105,7 @@ class Snapshot:
     control_plane_bytes: int
     session_files_bytes: int
     session_files: int
+    database_connections: Mapping[str, int] | None = None  # the PostgreSQL pool: idle, in_use, waiting
 
 
 class Metrics:
@@ -190,6 +191,12 @@ class _HeldState:
         yield GaugeMetricFamily(
             f"{PREFIX}_session_files", "Session LMDB files counted for that total", value=snapshot.session_files
         )
+        if snapshot.database_connections is not None:
+            yield _by_state(
+                f"{PREFIX}_database_connections",
+                "The PostgreSQL pool (--database-url): connections idle and in use, and transactions waiting for one",
+                snapshot.database_connections,
+            )
 
 
 def _by_state(name: str, documentation: str, counts: Mapping[str, int]) -> GaugeMetricFamily:

@@ -80,6 +80,8 @@ class Refusal(enum.Enum):
     UNAUTHORIZED = Envelope(401, Code.SESSION, "Unauthorized")
     NO_ORGANIZATION = Envelope(403, Code.SESSION, "No organization in session — log in via the web app first")
     AUTH_UNAVAILABLE = Envelope(503, Code.SESSION, "Authentication temporarily unavailable - please retry")
+    # The shared database (`--database-url`) did not answer: nothing was acknowledged, the same request may be retried.
+    STORE_UNAVAILABLE = Envelope(503, Code.SESSION, "The database is unavailable, please retry")
     INTERNAL = Envelope(500, Code.INTERNAL_ERROR, "Internal server error")
     # Requests the HTTP/1.1 parser cannot frame (answered by `transport/connections.py`, by h11's status hint).
     MALFORMED_HTTP = Envelope(400, Code.INVALID_REQUEST, "Bad Request: malformed HTTP request")

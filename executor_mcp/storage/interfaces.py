@@ -35,6 +35,24 @@ T = TypeVar("T")
 ORG_OWNER = "org"
 USER_OWNER = "user"
 
+# A store's records in the form every backend shares (`storage/exported.py`): (key, value), sorted by key.
+Exported = list[tuple[bytes, bytes]]
+
+
+class Transferable(Protocol):
+    """What moves a store's records to another backend (`storage/transfer.py`, `executor-mcp migrate
+    --from-lmdb`): every record it holds, and the same written into an empty store, each in one transaction."""
+
+    async def export_records(self) -> Exported:
+        """Every readable record, in the shared form (`storage/exported.py`), sorted by key: what a copy
+        writes, and what its check compares on both sides."""
+
+    async def import_records(self, records: Exported) -> None:
+        """Write what `export_records` of another backend's store gave, into this store while it is empty
+        (the caller checks), in one transaction: afterwards this store's `export_records` equals `records`.
+        `ValueError` (`InvalidInput` for an identifier this backend cannot store), and nothing written, for a
+        record in no exported form."""
+
 
 class SessionDirectory(Protocol):
     """Which sessions exist, whom they belong to, whether they are condemned: enough to route, refuse or
@@ -113,7 +131,7 @@ class ExecutionJournals(Protocol):
         """Drop every journal and pause record of the session."""
 
 
-class OrgStore(Protocol):
+class OrgStore(Transferable, Protocol):
     """The organizations the server has seen or been told about, and which are revoked."""
 
     async def get_org(self, org_id: str) -> OrgRecord | None: ...
@@ -133,7 +151,7 @@ class OrgStore(Protocol):
         others' sessions alive."""
 
 
-class ApiKeyStore(Protocol):
+class ApiKeyStore(Transferable, Protocol):
     """API keys, stored by the SHA-256 of their secret (the key itself is never kept)."""
 
     async def put_api_key(self, digest: str, record: ApiKeyRecord) -> None: ...
@@ -146,7 +164,7 @@ class ApiKeyStore(Protocol):
     async def api_keys(self) -> list[ApiKeyRecord]: ...
 
 
-class PolicyStore(Protocol):
+class PolicyStore(Transferable, Protocol):
     """Tool policies: an org's rules, and each account's own rules within the org."""
 
     async def policies(self, org_id: str, account_id: str | None) -> list[PolicyRecord]:
@@ -164,7 +182,7 @@ class PolicyStore(Protocol):
         more than once (a backend may retry a conflicting transaction): it must not have side effects."""
 
 
-class AuditStore(Protocol):
+class AuditStore(Transferable, Protocol):
     """The audit log's entries, as keys and values `audit/model.py` makes: keys sort by (org, time), and the
     store only keeps them in key order."""
 
@@ -185,7 +203,7 @@ class AuditStore(Protocol):
         key, go on from `skip(key)`. Where to go on from, or None when done."""
 
 
-class SigningKeys(Protocol):
+class SigningKeys(Transferable, Protocol):
     """Random keys shared by every process on the data dir, each made on first use in one transaction, so
     two processes starting together agree on it."""
 
@@ -199,7 +217,7 @@ class SigningKeys(Protocol):
         """Derives workspace ids, so that nobody else can compute a principal's."""
 
 
-class SignInStore(Protocol):
+class SignInStore(Transferable, Protocol):
     """One-time console sign-in links (`executor-mcp console-link`), by the SHA-256 of their token."""
 
     async def put_console_link(self, digest: str, record: ConsoleLinkRecord, now: float) -> None:
@@ -210,7 +228,7 @@ class SignInStore(Protocol):
         processes opening one link, one gets it. A link is taken once, expired or not."""
 
 
-class DataDirFacts(Protocol):
+class DataDirFacts(Transferable, Protocol):
     """The settings the last server on the data dir ran with that decide what its records may do
     (`config.DATA_DIR_FACTS`), for the admin commands to share."""
 
@@ -302,12 +320,12 @@ class ConnectionStore(Protocol):
         was unreadable."""
 
 
-class CatalogStore(IntegrationStore, ConnectionStore, Protocol):
+class CatalogStore(IntegrationStore, ConnectionStore, Transferable, Protocol):
     """Integrations and their connections: one store, since removing an integration removes its connections
     and a connection is written only while its integration exists, each in one transaction."""
 
 
-class SecretStore(Protocol):
+class SecretStore(Transferable, Protocol):
     """Sealed secret items (bytes the secrets layer encrypts), partitioned by (org, account): the account is
     empty for what org-owned connections hold. An item id is only looked up in the caller's partition."""
 

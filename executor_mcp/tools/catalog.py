@@ -7,6 +7,7 @@ answers `{ok: true, data}` or `{ok: false, error: {code, message, ...}}`: expect
 the code can inspect, never exceptions.
 """
 
+import logging
 import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,9 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.views import EMPTY_VIEW, ToolEntry, View
+from executor_mcp.protocol.errors import Refusal
 from executor_mcp.records.integration_errors import ArgumentsRefused, IntegrationError
+from executor_mcp.storage.postgres.database import StoreUnavailable
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.approval import pass_policy
@@ -27,6 +30,8 @@ from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
 from executor_mcp.tools.typescript import describe_types
 from executor_mcp.turns import Turns
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 12
 MAX_SUGGESTIONS = 5
@@ -131,8 +136,16 @@ class Catalog:
 
         A tool call passes its policy first: `block` is a `tool_blocked` value, `require_approval` (or the
         tool's own annotation, unless a rule approves) waits at the approval gate after the arguments
-        were validated, so a call that cannot succeed never costs a human's attention.
+        were validated, so a call that cannot succeed never costs a human's attention. The shared database out
+        of reach (its policies, say) is a `database_unavailable` value the code may retry, never a defect.
         """
+        try:
+            return await self._invoke(path, args, context)
+        except StoreUnavailable as exc:
+            log.warning("tool call %s answered database_unavailable: %s", path, exc)
+            return _failure("database_unavailable", Refusal.STORE_UNAVAILABLE.value.message)
+
+    async def _invoke(self, path: str, args: Any, context: CallContext) -> Any:
         match path:
             case "search":
                 return await self._search(args, context.principal)

@@ -17,9 +17,10 @@ import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.runs import Deferred
-from executor_mcp.protocol.errors import Code, RpcError
+from executor_mcp.protocol.errors import Code, Refusal, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
 from executor_mcp.protocol.mcp import CallToolParams, Tool, structure_params, tools_list_result
+from executor_mcp.storage.postgres.database import StoreUnavailable
 from executor_mcp.storage.records import SessionMeta
 from executor_mcp.storage.session_file import SessionFile
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolRegistry
@@ -145,6 +146,9 @@ async def answer(request: Request, work: Awaitable[JsonObject]) -> Response | Er
         return Response(id=request.id, result=await work)
     except RpcError as exc:
         return error_response(request.id, exc.code, exc.message, exc.data)
+    except StoreUnavailable as exc:  # transient, as the envelope says when no response has started
+        log.warning("request %s (%s) answered %s: %s", request.id, request.method, Code.SESSION, exc)
+        return error_response(request.id, Code.SESSION, Refusal.STORE_UNAVAILABLE.value.message)
     except Exception:
         correlation = secrets.token_hex(4)
         log.exception("request %s (%s) failed [%s]", request.id, request.method, correlation)

@@ -53,6 +53,7 @@ from executor_mcp.protocol.stateless import is_stateless, stateless_by_header
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
+from executor_mcp.storage.postgres.database import store_unavailable
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import Answer, Exchange
 from executor_mcp.transport.browser import BrowserGuard
@@ -226,7 +227,11 @@ def _refusal_answer(exc: Refused) -> Answer:
 
 
 def defect_refusal(exc: Exception) -> Refused:
-    """An unexpected exception as the 500 envelope; the details go to the log under a correlation id."""
+    """An unexpected exception as the 500 envelope; the details go to the log under a correlation id. The shared
+    database out of reach is no defect but a transient condition: the 503 envelope (retry), one log line."""
+    if store_unavailable(exc):
+        log.warning("answered 503: %s", exc)
+        return Refused(Refusal.STORE_UNAVAILABLE)
     correlation = secrets.token_hex(4)
     log.error("unhandled error [%s]", correlation, exc_info=exc)
     return Refused(Refusal.INTERNAL)

@@ -7,7 +7,8 @@ counts it (`executor_mcp_http_requests_total`) and writes its one access line at
 line comes when its stream ends, with the whole exchange's duration.
 
 `Operations` serves `/healthz` (200 while the process serves), `/readyz` (200 when storage is writable, the
-sandbox pool ready and the server not shutting down; else 503 naming the failing check) and `/metrics`
+sandbox pool ready, the server not shutting down and, with `--database-url`, the database answering; else 503
+naming the failing check) and `/metrics`
 (Prometheus text). The probes need no credential: they say nothing but "ok" or what is broken. `/metrics`
 is open with `--auth none` (a loopback bind, behind the `--auth none` Host and Origin checks of every route);
 once a `--metrics-token-file` is set it needs `Authorization: Bearer <that token>`, whatever the auth mode,

@@ -4,6 +4,7 @@ newest first."""
 from collections.abc import Callable
 
 from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.interfaces import Exported
 
 
 class LmdbAudit:
@@ -63,3 +64,12 @@ class LmdbAudit:
             return None
 
         return await self._env.write(_sweep)
+
+    async def export_records(self) -> Exported:
+        """The entries as they are: their keys and values are `audit/model.py`'s on every backend."""
+        return await self._env.read(
+            lambda txn: [(bytes(key), bytes(value)) for key, value in txn.cursor(db=self._audit)]
+        )
+
+    async def import_records(self, records: Exported) -> None:
+        await self.append_audit(records)

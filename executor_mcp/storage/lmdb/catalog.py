@@ -7,12 +7,24 @@ Integrations are keyed (org, slug), connections (org, owner, account, integratio
 integration finds its connections in the org's range.
 """
 
+from collections import Counter
+
 import attrs
 
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
 from executor_mcp.storage.environment import Environment, Txn
-from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER
+from executor_mcp.storage.exported import (
+    COMPILED,
+    CONNECTION,
+    INTEGRATION,
+    REVISION,
+    SOURCE,
+    canonical,
+    catalog_key_parts,
+    record_key,
+)
+from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, Exported
 from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.records import decoded_or_skipped, encode
 
@@ -266,6 +278,69 @@ class LmdbCatalog:
             return removed
 
         return await self._env.write(_remove)
+
+    # -- moving between backends ------------------------------------------------------------------------
+
+    async def export_records(self) -> Exported:
+        """Readable integrations and connections, the sources and compiled catalogs they hold, and each org's
+        revision. Reference counts are not exported: the importer counts the holders it writes."""
+
+        def _export(txn: Txn) -> Exported:
+            found: Exported = []
+            held: set[str] = set()
+            for key, raw in txn.cursor(db=self._integrations):
+                kept = canonical(raw, IntegrationRecord, bytes(key))
+                if kept is not None and keys.key(kept[0].org_id, kept[0].slug) == key:
+                    found.append((record_key(INTEGRATION, kept[0].org_id, kept[0].slug), kept[1]))
+                    held.add(kept[0].source_hash)
+            for key, raw in txn.cursor(db=self._connections):
+                connection = canonical(raw, ConnectionRecord, bytes(key))
+                if connection is not None and _connection_key(*_identity(connection[0])) == key:
+                    found.append((record_key(CONNECTION, *_identity(connection[0])), connection[1]))
+                    if connection[0].source_hash is not None:
+                        held.add(connection[0].source_hash)
+            for source_hash in held:
+                for kind, db in ((SOURCE, self._sources), (COMPILED, self._compiled)):
+                    stored = keys.get(txn, db, keys.key(source_hash))
+                    if stored is not None:
+                        found.append((record_key(kind, source_hash), bytes(stored)))
+            for key, raw in txn.cursor(db=self._revisions):
+                parts = keys.parts_of(bytes(key))
+                if parts is not None and len(parts) == 1:
+                    found.append((record_key(REVISION, parts[0]), str(int(raw)).encode()))
+            return sorted(found)
+
+        return await self._env.read(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        def _import(txn: Txn) -> None:
+            holders: Counter[str] = Counter()
+            for key, value in records:
+                kind, *parts = catalog_key_parts(key)
+                if kind == INTEGRATION and len(parts) == 2:
+                    integration = canonical(value, IntegrationRecord, parts)
+                    if integration is None or [integration[0].org_id, integration[0].slug] != parts:
+                        raise ValueError(f"not an exported integration: {parts!r}")
+                    holders[integration[0].source_hash] += 1
+                    txn.put(keys.writable(keys.key(*parts)), value, db=self._integrations)
+                elif kind == CONNECTION and len(parts) == 5:
+                    connection = canonical(value, ConnectionRecord, parts)
+                    if connection is None or list(_identity(connection[0])) != parts:
+                        raise ValueError(f"not an exported connection: {parts!r}")
+                    if connection[0].source_hash is not None:
+                        holders[connection[0].source_hash] += 1
+                    txn.put(keys.writable(_connection_key(*parts)), value, db=self._connections)
+                elif kind in (SOURCE, COMPILED) and len(parts) == 1:
+                    db = self._sources if kind == SOURCE else self._compiled
+                    txn.put(keys.writable(keys.key(parts[0])), value, db=db)
+                elif kind == REVISION and len(parts) == 1:
+                    txn.put(keys.writable(keys.key(parts[0])), str(int(value)).encode(), db=self._revisions)
+                else:
+                    raise ValueError(f"not an exported catalog record: {key[:80]!r}")
+            for source_hash, count in holders.items():
+                txn.put(keys.writable(keys.key(source_hash)), str(count).encode(), db=self._references)
+
+        await self._env.write(_import)
 
 
 def _connection_key(org_id: str, owner: str, account_id: str, integration: str, name: str) -> bytes:

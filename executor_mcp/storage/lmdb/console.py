@@ -7,6 +7,14 @@ from collections.abc import Mapping
 
 from executor_mcp.codec import dumps, loads
 from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.exported import (
+    canonical_json,
+    key_parts,
+    lmdb_text_keyed,
+    lmdb_text_keyed_import,
+    record_key,
+)
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.records import ConsoleLinkRecord, decoded_or_skipped, encode
 
 log = logging.getLogger(__name__)
@@ -15,6 +23,7 @@ _CONSOLE_KEY = b"cookie-key"
 _REQUEST_STATE_KEY = b"request-state-key"
 _WORKSPACE_KEY = b"workspace-id-key"
 _FACTS_KEY = b"data-dir-facts"
+_SIGNING_KEYS = (_CONSOLE_KEY, _REQUEST_STATE_KEY, _WORKSPACE_KEY)
 
 
 class LmdbSigningKeys:
@@ -40,6 +49,25 @@ class LmdbSigningKeys:
             return bytes(key)
 
         return await self._env.write(_key)
+
+    async def export_records(self) -> Exported:
+        """The keys made so far, by name (one never asked for is made on the target when first asked)."""
+
+        def _export(txn: Txn) -> Exported:
+            found = [(record_key(name.decode()), txn.get(name, db=self._keys)) for name in _SIGNING_KEYS]
+            return sorted((key, bytes(value)) for key, value in found if value is not None)
+
+        return await self._env.read(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        def _import(txn: Txn) -> None:
+            for key, value in records:
+                (name,) = key_parts(key, 1)
+                if name.encode() not in _SIGNING_KEYS:
+                    raise ValueError(f"not a signing key: {name!r}")
+                txn.put(name.encode(), value, db=self._keys)
+
+        await self._env.write(_import)
 
 
 class LmdbSignIns:
@@ -67,6 +95,13 @@ class LmdbSignIns:
 
         return await self._env.write(_take)
 
+    async def export_records(self) -> Exported:
+        """Expired links too: they are swept on the next link made, on either backend."""
+        return await self._env.read(lambda txn: lmdb_text_keyed(txn, self._links, ConsoleLinkRecord))
+
+    async def import_records(self, records: Exported) -> None:
+        await self._env.write(lambda txn: lmdb_text_keyed_import(txn, self._links, records, ConsoleLinkRecord))
+
 
 class LmdbDataDirFacts:
     def __init__(self, env: Environment) -> None:
@@ -87,3 +122,16 @@ class LmdbDataDirFacts:
             return facts if isinstance(facts, dict) else {}
 
         return await self._env.read(_read)
+
+    async def export_records(self) -> Exported:
+        facts = await self.data_dir_facts()
+        return [(record_key(_FACTS_KEY.decode()), canonical_json(facts))] if facts else []
+
+    async def import_records(self, records: Exported) -> None:
+        def _import(txn: Txn) -> None:
+            for key, value in records:
+                if key_parts(key, 1) != [_FACTS_KEY.decode()] or not isinstance(loads(value), dict):
+                    raise ValueError("not an exported record of the server's settings")
+                txn.put(_FACTS_KEY, value, db=self._server)
+
+        await self._env.write(_import)

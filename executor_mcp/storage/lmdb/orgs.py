@@ -10,6 +10,8 @@ from collections.abc import Collection
 import attrs
 
 from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.exported import lmdb_text_keyed, lmdb_text_keyed_import
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
 
@@ -60,6 +62,12 @@ class LmdbOrgs:
 
         return await self._env.read(_revoked) if org_ids else set()
 
+    async def export_records(self) -> Exported:
+        return await self._env.read(lambda txn: lmdb_text_keyed(txn, self._orgs, OrgRecord))
+
+    async def import_records(self, records: Exported) -> None:
+        await self._env.write(lambda txn: lmdb_text_keyed_import(txn, self._orgs, records, OrgRecord))
+
 
 class LmdbApiKeys:
     """Keyed by the secret's digest: a bearer's look-up is a point read; a revocation by public id scans the
@@ -90,3 +98,9 @@ class LmdbApiKeys:
 
     async def api_keys(self) -> list[ApiKeyRecord]:
         return await self._env.read(lambda txn: [decode(v, ApiKeyRecord) for _, v in txn.cursor(db=self._keys)])
+
+    async def export_records(self) -> Exported:
+        return await self._env.read(lambda txn: lmdb_text_keyed(txn, self._keys, ApiKeyRecord))
+
+    async def import_records(self, records: Exported) -> None:
+        await self._env.write(lambda txn: lmdb_text_keyed_import(txn, self._keys, records, ApiKeyRecord))

@@ -9,6 +9,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.exported import canonical, key_parts, record_key
+from executor_mcp.storage.interfaces import Exported
+from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.records import PolicyRecord, decode, decoded_or_skipped, encode
 
 T = TypeVar("T")
@@ -52,6 +55,30 @@ class LmdbPolicies:
             return result
 
         return await self._env.write(_edit)
+
+    async def export_records(self) -> Exported:
+        """Every org's and every account's rules, each under (org, account, id)."""
+
+        def _export(txn: Txn) -> Exported:
+            found = []
+            for key, raw in txn.cursor(db=self._policies):
+                kept = canonical(raw, PolicyRecord, bytes(key))
+                if kept is not None and _policy_key(kept[0]) == key:
+                    record = kept[0]
+                    found.append((record_key(record.org_id, record.account_id or "", record.id), kept[1]))
+            return sorted(found)
+
+        return await self._env.read(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        def _import(txn: Txn) -> None:
+            for key, value in records:
+                kept = canonical(value, PolicyRecord, key)
+                if kept is None or key_parts(key, 3) != [kept[0].org_id, kept[0].account_id or "", kept[0].id]:
+                    raise ValueError(f"not an exported rule: {key[:80]!r}")
+                txn.put(keys.writable(_policy_key(kept[0])), value, db=self._policies)
+
+        await self._env.write(_import)
 
     def _visible(self, txn: Txn, org_id: str, account_id: str | None) -> list[PolicyRecord]:
         records = self._range(txn, org_id, None)

@@ -4,6 +4,8 @@ prefix range, so an item id is only ever looked up inside the caller's."""
 from collections.abc import Iterable, Mapping
 
 from executor_mcp.storage.environment import Environment, Txn
+from executor_mcp.storage.exported import key_parts
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.lmdb import keys
 
 
@@ -45,3 +47,22 @@ class LmdbSecrets:
             return sorted(ids)
 
         return await self._env.read(_ids)
+
+    async def export_records(self) -> Exported:
+        """Every partition's items, sealed bytes as they are; the key is the shared form already."""
+
+        def _export(txn: Txn) -> Exported:
+            return [
+                (bytes(key), bytes(payload))
+                for key, payload in txn.cursor(db=self._items)
+                if (parts := keys.parts_of(bytes(key))) is not None and len(parts) == 3
+            ]
+
+        return await self._env.read(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        def _import(txn: Txn) -> None:
+            for key, payload in records:
+                txn.put(keys.writable(keys.key(*key_parts(key, 3))), payload, db=self._items)
+
+        await self._env.write(_import)

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.database import Database
 
 # How many keys a sweep reads per statement: it usually jumps to the next org after a few of an org's keys,
@@ -104,6 +105,18 @@ class PgAudit:
                     position = keys[-1] + b"\x00"  # the least key after the last one read
 
         return await self._database.transact(_sweep)
+
+    async def export_records(self) -> Exported:
+        """The entries as they are: their keys and values are `audit/model.py`'s on every backend."""
+        return await self._database.transact(
+            lambda connection: [
+                (bytes(key), bytes(value))
+                for key, value in connection.execute("SELECT key, value FROM audit ORDER BY key").fetchall()
+            ]
+        )
+
+    async def import_records(self, records: Exported) -> None:
+        await self.append_audit(records)
 
 
 def _delete(connection: psycopg.Connection[Any], keys: list[bytes]) -> None:

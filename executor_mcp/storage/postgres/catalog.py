@@ -37,7 +37,17 @@ import psycopg
 
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
-from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER
+from executor_mcp.storage.exported import (
+    COMPILED,
+    CONNECTION,
+    INTEGRATION,
+    REVISION,
+    SOURCE,
+    canonical,
+    catalog_key_parts,
+    record_key,
+)
+from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, Exported
 from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.postgres.database import Database
 from executor_mcp.storage.records import decoded_or_skipped, encode
@@ -360,6 +370,99 @@ class PgCatalog:
             return _connection_record(raw, key)
 
         return await self._database.transact(_remove)
+
+    # -- moving between backends ------------------------------------------------------------------------
+
+    async def export_records(self) -> Exported:
+        """Readable integrations and connections, the sources and compiled catalogs they hold, and each org's
+        revision. Reference counts are not exported: the importer counts the holders it writes. (Its statements
+        are one transaction at READ COMMITTED, each its own snapshot: an export is consistent on a database
+        nothing writes meanwhile, which is how a move or its check takes one.)"""
+
+        def _export(connection: psycopg.Connection) -> Exported:
+            found: Exported = []
+            held: set[str] = set()
+            for org_id, slug, raw in connection.execute("SELECT org_id, slug, record FROM catalog_integrations"):
+                integration = _integration_record(raw, org_id, slug)
+                if integration is not None:
+                    found.append((record_key(INTEGRATION, org_id, slug), encode(integration)))
+                    held.add(integration.source_hash)
+            for *key, raw in connection.execute(
+                "SELECT org_id, owner, account_id, integration, name, record FROM catalog_connections"
+            ):
+                connection_key = _connection_key(*key)
+                record = _connection_record(raw, connection_key)
+                if record is not None:
+                    found.append((record_key(CONNECTION, *connection_key), encode(record)))
+                    if record.source_hash is not None:
+                        held.add(record.source_hash)
+            for source_hash, source, compiled in connection.execute(
+                "SELECT source_hash, source, compiled FROM catalog_sources WHERE source_hash = ANY(%s)",
+                (sorted(held),),
+            ):
+                found.append((record_key(SOURCE, source_hash), bytes(source)))
+                found.append((record_key(COMPILED, source_hash), bytes(compiled)))
+            for org_id, revision in connection.execute("SELECT org_id, revision FROM catalog_revisions"):
+                found.append((record_key(REVISION, org_id), str(revision).encode()))
+            return sorted(found)
+
+        return await self._database.transact(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        """Integrations before the connections their foreign key names, then each held source with its count
+        of holders; a source or compiled catalog without its pair is refused (a row holds both)."""
+        integrations, connections, revisions = [], [], []
+        stored: dict[str, dict[str, bytes]] = {}
+        holders: Counter[str] = Counter()
+        for key, value in records:
+            kind, *parts = catalog_key_parts(key)
+            if kind == INTEGRATION and len(parts) == 2:
+                integration = canonical(value, IntegrationRecord, parts)
+                if integration is None or [integration[0].org_id, integration[0].slug] != parts:
+                    raise ValueError(f"not an exported integration: {parts!r}")
+                writable(*parts)
+                integrations.append((*parts, integration[0].source_hash, value))
+                holders[integration[0].source_hash] += 1
+            elif kind == CONNECTION and len(parts) == 5:
+                connection = canonical(value, ConnectionRecord, parts)
+                if connection is None or list(_identity(connection[0])) != parts:
+                    raise ValueError(f"not an exported connection: {parts!r}")
+                writable(*parts)
+                connections.append((*parts, connection[0].source_hash, value))
+                if connection[0].source_hash is not None:
+                    holders[connection[0].source_hash] += 1
+            elif kind in (SOURCE, COMPILED) and len(parts) == 1:
+                writable(parts[0])
+                stored.setdefault(parts[0], {})[kind] = value
+            elif kind == REVISION and len(parts) == 1:
+                writable(parts[0])
+                revisions.append((parts[0], int(value)))
+            else:
+                raise ValueError(f"not an exported catalog record: {key[:80]!r}")
+        sources = []
+        for source_hash, pair in sorted(stored.items()):
+            if set(pair) != {SOURCE, COMPILED}:
+                raise ValueError(f"a source without its compiled catalog, or the reverse: {source_hash!r}")
+            sources.append((source_hash, pair[SOURCE], pair[COMPILED], holders[source_hash]))
+
+        def _import(connection: psycopg.Connection) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO catalog_integrations (org_id, slug, source_hash, record) VALUES (%s, %s, %s, %s)",
+                    integrations,
+                )
+                cursor.executemany(
+                    "INSERT INTO catalog_connections (org_id, owner, account_id, integration, name, source_hash,"
+                    " record) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    connections,
+                )
+                cursor.executemany(
+                    "INSERT INTO catalog_sources (source_hash, source, compiled, holders) VALUES (%s, %s, %s, %s)",
+                    sources,
+                )
+                cursor.executemany("INSERT INTO catalog_revisions (org_id, revision) VALUES (%s, %s)", revisions)
+
+        await self._database.transact(_import)
 
 
 # The WHERE clause of one connection, its parameters a `ConnectionKey`.

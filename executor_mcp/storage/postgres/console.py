@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 
 from executor_mcp.codec import dumps, loads
+from executor_mcp.storage.exported import canonical_json, key_parts, record_key, text_keyed, text_keyed_rows
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.database import Database
 from executor_mcp.storage.records import ConsoleLinkRecord, decoded_or_skipped, encode
 
@@ -25,6 +27,9 @@ log = logging.getLogger(__name__)
 _CONSOLE_KEY = "cookie-key"
 _REQUEST_STATE_KEY = "request-state-key"
 _WORKSPACE_KEY = "workspace-id-key"
+_SIGNING_KEYS = (_CONSOLE_KEY, _REQUEST_STATE_KEY, _WORKSPACE_KEY)
+# What LMDB keeps the recorded settings under, the key of their one exported record.
+_FACTS_KEY = "data-dir-facts"
 
 TABLES: tuple[str, ...] = (
     "CREATE TABLE signing_keys (name text PRIMARY KEY, key bytea NOT NULL)",
@@ -63,6 +68,29 @@ class PgSigningKeys:
 
         return await self._database.transact(_key)
 
+    async def export_records(self) -> Exported:
+        """The keys made so far, by name (one never asked for is made on the target when first asked)."""
+
+        def _export(connection: psycopg.Connection[Any]) -> Exported:
+            rows = connection.execute("SELECT name, key FROM signing_keys").fetchall()
+            return sorted((record_key(name), bytes(key)) for name, key in rows)
+
+        return await self._database.transact(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        rows = []
+        for key, value in records:
+            (name,) = key_parts(key, 1)
+            if name not in _SIGNING_KEYS:
+                raise ValueError(f"not a signing key: {name!r}")
+            rows.append((name, value))
+
+        def _import(connection: psycopg.Connection[Any]) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany("INSERT INTO signing_keys (name, key) VALUES (%s, %s)", rows)
+
+        await self._database.transact(_import)
+
 
 class PgSignIns:
     def __init__(self, database: Database) -> None:
@@ -99,6 +127,23 @@ class PgSignIns:
             return None
         return await self._database.transact(_take)
 
+    async def export_records(self) -> Exported:
+        """Expired links too: they are swept on the next link made, on either backend."""
+        return await self._database.transact(
+            lambda connection: text_keyed(
+                connection.execute("SELECT digest, record::text FROM console_links").fetchall(), ConsoleLinkRecord
+            )
+        )
+
+    async def import_records(self, records: Exported) -> None:
+        rows = [(digest, raw) for digest, _, raw in text_keyed_rows(records, ConsoleLinkRecord)]
+
+        def _import(connection: psycopg.Connection[Any]) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany("INSERT INTO console_links (digest, record) VALUES (%s, %s::jsonb)", rows)
+
+        await self._database.transact(_import)
+
 
 class PgDataDirFacts:
     def __init__(self, database: Database) -> None:
@@ -123,3 +168,16 @@ class PgDataDirFacts:
             return facts
 
         return await self._database.transact(_read)
+
+    async def export_records(self) -> Exported:
+        facts = await self.data_dir_facts()
+        return [(record_key(_FACTS_KEY), canonical_json(facts))] if facts else []
+
+    async def import_records(self, records: Exported) -> None:
+        facts = None
+        for key, value in records:
+            facts = loads(value)
+            if key_parts(key, 1) != [_FACTS_KEY] or not isinstance(facts, dict):
+                raise ValueError("not an exported record of the server's settings")
+        if facts is not None:
+            await self.record_data_dir_facts(facts)

@@ -8,12 +8,22 @@ no thread outlives a call. The calls are uncancellable on purpose: a commit that
 
 A connection that fails (the server restarted, the network dropped it) is closed and never reused; the failure
 is `StoreUnavailable`, which the edges answer with the transient 503 envelope. Whether the transaction
-committed is then unknown to the caller, as with any database: writes that may be retried are idempotent.
+committed is then unknown to the caller, as with any database: writes that may be retried are idempotent. One
+failure is not raised: an idle connection whose BEGIN fails (the server restarted since it was pooled) is
+replaced by a new one at once, as nothing of the transaction ran. `StoreUnavailable` is a `ConnectionError`
+(an `OSError`): background loops log it as one line, not a traceback per retry.
+
+The pool's state is read, not counted: idle connections are the idle list, connections in use the slots
+taken, and waiting the tasks queued on the semaphore (`PoolStats`, for `/metrics`). Readiness asks a fresh
+connection for `SELECT 1` within a bound (`ping`), so a pool busy serving requests never reads as a down database.
 """
 
+import contextlib
+import math
 from collections.abc import Callable
 from typing import TypeVar
 
+import attrs
 import psycopg
 import trio
 
@@ -25,13 +35,29 @@ STATEMENT_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(ConnectionError):
     """The database could not be reached or the connection broke mid-transaction: transient."""
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` is the database out of reach: `StoreUnavailable` itself, or a group (a nursery's) made of
+    nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(StoreUnavailable)[1] is None
+    return isinstance(exc, StoreUnavailable)
+
+
+@attrs.frozen
+class PoolStats:
+    idle: int  # open connections waiting for work
+    in_use: int  # transactions running (a slot taken)
+    waiting: int  # transactions waiting for a slot
 
 
 class Database:
     def __init__(self, url: str, size: int) -> None:
         self._url = url
+        self._size = size
         self._slots = trio.Semaphore(size)
         self._idle: list[psycopg.Connection] = []
         self._closed = False
@@ -55,6 +81,24 @@ class Database:
                 if held.connection is not None and not held.connection.closed and not held.connection.broken:
                     self._idle.append(held.connection)
 
+    def stats(self) -> PoolStats:
+        return PoolStats(
+            idle=len(self._idle),
+            in_use=self._size - self._slots.value,
+            waiting=self._slots.statistics().tasks_waiting,
+        )
+
+    async def ping(self, bound: float) -> str:
+        """Readiness: "ok" when a new connection answers `SELECT 1` within `bound` seconds, else why not (never
+        the URL). The thread is abandoned at the bound; its own connect and statement timeouts end it soon after."""
+        with trio.move_on_after(bound):
+            try:
+                await trio.to_thread.run_sync(_ping, self._url, bound, abandon_on_cancel=True)
+            except StoreUnavailable as exc:
+                return str(exc)
+            return "ok"
+        return f"the database did not answer within {bound:g} s"
+
     async def close(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
@@ -70,8 +114,18 @@ class _Held:
 
     def run(self, url: str, work: Callable[[psycopg.Connection], T]) -> T:
         try:
-            if self.connection is None:
-                self.connection = connect(url)
+            if self.connection is not None:
+                with contextlib.ExitStack() as transaction:
+                    try:
+                        transaction.enter_context(self.connection.transaction())
+                    except psycopg.OperationalError:
+                        # An idle connection the server dropped (it restarted): its BEGIN failed, nothing ran, so
+                        # a new connection may do the work; without this every pooled connection would cost one
+                        # request a 503 after the database came back.
+                        self.connection.close()
+                    else:
+                        return work(self.connection)
+            self.connection = connect(url)
             with self.connection.transaction():
                 return work(self.connection)
         except psycopg.OperationalError as exc:
@@ -80,14 +134,24 @@ class _Held:
             raise StoreUnavailable(_reason(exc)) from None
 
 
-def connect(url: str) -> psycopg.Connection:
+def connect(
+    url: str, timeout: float = CONNECT_TIMEOUT_S, statement_ms: int = STATEMENT_TIMEOUT_MS
+) -> psycopg.Connection:
     """A connection in autocommit mode (transactions are explicit blocks) with the statement timeout set."""
     return psycopg.connect(
         url,
         autocommit=True,
-        connect_timeout=CONNECT_TIMEOUT_S,
-        options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+        connect_timeout=max(1, math.ceil(timeout)),  # libpq takes whole seconds, and 0 means none
+        options=f"-c statement_timeout={statement_ms}",
     )
+
+
+def _ping(url: str, bound: float) -> None:
+    try:
+        with connect(url, bound, max(1, int(bound * 1000))) as connection:
+            connection.execute("SELECT 1")
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(_reason(exc)) from None
 
 
 def _close_all(connections: list[psycopg.Connection]) -> None:

@@ -18,6 +18,8 @@ from collections.abc import Collection
 import attrs
 import psycopg
 
+from executor_mcp.storage.exported import text_keyed, text_keyed_rows
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.database import Database
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
 
@@ -99,6 +101,22 @@ class PgOrgs:
             return set()
         return await self._database.transact(lambda connection: _revoked_among(connection, storable))
 
+    async def export_records(self) -> Exported:
+        return await self._database.transact(
+            lambda connection: text_keyed(
+                connection.execute("SELECT org_id, record::text FROM orgs").fetchall(), OrgRecord
+            )
+        )
+
+    async def import_records(self, records: Exported) -> None:
+        rows = [(org_id, raw) for org_id, _, raw in text_keyed_rows(records, OrgRecord)]
+
+        def _import(connection: psycopg.Connection) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany("INSERT INTO orgs (org_id, record) VALUES (%s, %s::jsonb)", rows)
+
+        await self._database.transact(_import)
+
 
 class PgApiKeys:
     """Keyed by the secret's digest; the public id is a column of its own (indexed) for `revoke_api_key`, kept
@@ -147,3 +165,19 @@ class PgApiKeys:
             return [decode(raw.encode(), ApiKeyRecord) for (raw,) in rows]
 
         return await self._database.transact(_all)
+
+    async def export_records(self) -> Exported:
+        return await self._database.transact(
+            lambda connection: text_keyed(
+                connection.execute("SELECT digest, record::text FROM api_keys").fetchall(), ApiKeyRecord
+            )
+        )
+
+    async def import_records(self, records: Exported) -> None:
+        rows = [(digest, record.key_id, raw) for digest, record, raw in text_keyed_rows(records, ApiKeyRecord)]
+
+        def _import(connection: psycopg.Connection) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany("INSERT INTO api_keys (digest, key_id, record) VALUES (%s, %s, %s::jsonb)", rows)
+
+        await self._database.transact(_import)

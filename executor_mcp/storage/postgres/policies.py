@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 import psycopg
 
 from executor_mcp.records.integration_errors import InvalidInput
+from executor_mcp.storage.exported import canonical, key_parts, record_key
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.database import Database
 from executor_mcp.storage.records import PolicyRecord, decoded_or_skipped, encode
 
@@ -77,6 +79,37 @@ class PgPolicies:
             return result
 
         return await self._database.transact(_edit)
+
+    async def export_records(self) -> Exported:
+        """Every org's and every account's rules, each under (org, account, id)."""
+
+        def _export(connection: psycopg.Connection[Any]) -> Exported:
+            found = []
+            for org, account, policy_id, raw in connection.execute(
+                "SELECT org_id, account_id, id, record::text FROM policies"
+            ):
+                kept = canonical(raw.encode(), PolicyRecord, (org, account, policy_id))
+                if kept is not None:
+                    found.append((record_key(org, account, policy_id), kept[1]))
+            return sorted(found)
+
+        return await self._database.transact(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        rows = []
+        for key, value in records:
+            kept = canonical(value, PolicyRecord, key)
+            if kept is None or key_parts(key, 3) != list(_writable_key(kept[0])):
+                raise ValueError(f"not an exported rule: {key[:80]!r}")
+            rows.append((*_writable_key(kept[0]), kept[1].decode()))
+
+        def _import(connection: psycopg.Connection[Any]) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO policies (org_id, account_id, id, record) VALUES (%s, %s, %s, %s::jsonb)", rows
+                )
+
+        await self._database.transact(_import)
 
 
 def _visible(connection: psycopg.Connection[Any], org_id: str, account_id: str | None) -> list[PolicyRecord]:

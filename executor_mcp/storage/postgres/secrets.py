@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 
 import psycopg
 
+from executor_mcp.storage.exported import key_parts, record_key
+from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.catalog import readable, writable
 from executor_mcp.storage.postgres.database import Database
 
@@ -81,3 +83,27 @@ class PgSecrets:
             return sorted(row[0] for row in rows)
 
         return await self._database.transact(_ids)
+
+    async def export_records(self) -> Exported:
+        """Every partition's items, sealed bytes as they are."""
+
+        def _export(connection: psycopg.Connection) -> Exported:
+            rows = connection.execute("SELECT org_id, account_id, item_id, sealed FROM secret_items").fetchall()
+            return sorted((record_key(org, account, item), bytes(sealed)) for org, account, item, sealed in rows)
+
+        return await self._database.transact(_export)
+
+    async def import_records(self, records: Exported) -> None:
+        rows = []
+        for key, sealed in records:
+            parts = key_parts(key, 3)
+            writable(*parts)
+            rows.append((*parts, sealed))
+
+        def _import(connection: psycopg.Connection) -> None:
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO secret_items (org_id, account_id, item_id, sealed) VALUES (%s, %s, %s, %s)", rows
+                )
+
+        await self._database.transact(_import)
