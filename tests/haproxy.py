@@ -3,16 +3,17 @@ proxy-config haproxy` prints, run in the foreground (`-db`) as a child of the te
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import trio
+from tests.listening import listening
 
 HAPROXY = "/usr/sbin/haproxy"
-START_BOUND = 20
+CHECK_BOUND = 20
 
 
 class HaproxyMissing(Exception):
@@ -31,7 +32,7 @@ def check_config(generated: str) -> subprocess.CompletedProcess[str]:
         path = Path(scratch) / "haproxy.cfg"
         path.write_text(generated)
         return subprocess.run(
-            [HAPROXY, "-c", "-f", str(path)], capture_output=True, text=True, timeout=START_BOUND, check=False
+            [HAPROXY, "-c", "-f", str(path)], capture_output=True, text=True, timeout=CHECK_BOUND, check=False
         )
 
 
@@ -41,29 +42,9 @@ async def haproxy(generated: str, port: int) -> AsyncIterator[str]:
     require_haproxy()
     scratch = Path(tempfile.mkdtemp(prefix="executor-mcp-haproxy-"))
     (scratch / "haproxy.cfg").write_text(generated)
-    process = await trio.lowlevel.open_process(
-        [HAPROXY, "-db", "-f", str(scratch / "haproxy.cfg")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    argv = [HAPROXY, "-db", "-f", str(scratch / "haproxy.cfg")]
     try:
-        with trio.fail_after(START_BOUND):
-            while True:
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    if process.returncode is not None:
-                        raise AssertionError(f"haproxy exited with {process.returncode}") from None
-                    await trio.sleep(0.05)
-                    continue
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}"
+        async with listening(argv, port, signal.SIGTERM, lambda: "haproxy exited before listening") as base:
+            yield base
     finally:
-        if process.returncode is None:
-            process.terminate()
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                with trio.CancelScope(shield=True):
-                    await process.wait()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import trio
+from tests.listening import listening
 
 NGINX = "/usr/sbin/nginx"
-START_BOUND = 20
+CHECK_BOUND = 20
 
 
 class NginxMissing(Exception):
@@ -54,7 +54,7 @@ def check_config(generated: str) -> subprocess.CompletedProcess[str]:
             [NGINX, "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
             capture_output=True,
             text=True,
-            timeout=START_BOUND,
+            timeout=CHECK_BOUND,
             check=False,
         )
 
@@ -65,30 +65,10 @@ async def nginx(generated: str, port: int) -> AsyncIterator[str]:
     require_nginx()
     prefix = Path(tempfile.mkdtemp(prefix="executor-mcp-nginx-"))
     (prefix / "nginx.conf").write_text(main_config(prefix, generated))
-    process = await trio.lowlevel.open_process(
-        [NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-g", "daemon off;"],
-        stderr=subprocess.DEVNULL,
-    )
+    argv = [NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-g", "daemon off;"]
     try:
-        with trio.fail_after(START_BOUND):
-            while True:
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    if process.returncode is not None:
-                        raise AssertionError((prefix / "error.log").read_text()) from None
-                    await trio.sleep(0.05)
-                    continue
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}"
+        # SIGQUIT: graceful, workers finish and exit with the master.
+        async with listening(argv, port, signal.SIGQUIT, (prefix / "error.log").read_text) as base:
+            yield base
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGQUIT)  # graceful: workers finish and exit with the master
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                with trio.CancelScope(shield=True):
-                    await process.wait()
         shutil.rmtree(prefix, ignore_errors=True)

@@ -49,7 +49,7 @@ from executor_mcp.storage.exported import (
 )
 from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, Exported
 from executor_mcp.storage.lmdb import keys
-from executor_mcp.storage.postgres.database import Database
+from executor_mcp.storage.postgres.database import Database, storable
 from executor_mcp.storage.records import decoded_or_skipped, encode
 
 TABLES: tuple[str, ...] = (
@@ -555,22 +555,12 @@ def _check_connection(record: ConnectionRecord) -> None:
 
 def readable(*parts: str) -> bool:
     """Whether a record keyed by `parts` could have been stored (`writable` would let it through)."""
-    return len(keys.key(*parts)) <= keys.MAX_KEY_BYTES and all(_text(part) for part in parts)
+    return len(keys.key(*parts)) <= keys.MAX_KEY_BYTES and storable(*parts)
 
 
 def writable(*parts: str) -> None:
     """`InvalidInput` for identifiers no backend stores: over LMDB's key limit (the same measure, so a record
     moves between backends), or holding what PostgreSQL's `text` cannot (a NUL, an unpaired surrogate)."""
     keys.writable(keys.key(*parts))
-    if not all(_text(part) for part in parts):
+    if not storable(*parts):
         raise InvalidInput("The identifiers hold characters that cannot be stored.")
-
-
-def _text(part: str) -> bool:
-    if "\x00" in part:
-        return False
-    try:
-        part.encode()
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -163,3 +163,16 @@ def _reason(exc: psycopg.OperationalError) -> str:
     """What went wrong, without the connection string (which can hold a password): psycopg's message names the
     host and the server's words, never the URL."""
     return f"the database is unavailable ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''})"
+
+
+def storable(*parts: str) -> bool:
+    """Whether PostgreSQL `text` can hold each part: no NUL, nothing that is not UTF-8 (a lone surrogate). An
+    identifier that cannot be stored names no record: a read finds nothing, a write is refused."""
+    for part in parts:
+        if "\x00" in part:
+            return False
+        try:
+            part.encode()
+        except UnicodeEncodeError:
+            return False
+    return True

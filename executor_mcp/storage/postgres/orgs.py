@@ -20,7 +20,7 @@ import psycopg
 
 from executor_mcp.storage.exported import text_keyed, text_keyed_rows
 from executor_mcp.storage.interfaces import Exported
-from executor_mcp.storage.postgres.database import Database
+from executor_mcp.storage.postgres.database import Database, storable
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
 
 # Identifiers sort as LMDB's keys do (by bytes: UTF-8 in the "C" collation), so listings keep LMDB's order.
@@ -96,10 +96,10 @@ class PgOrgs:
 
     async def revoked_among(self, org_ids: Collection[str]) -> set[str]:
         # Text with a NUL cannot be a PostgreSQL value, so no stored org has such an id (its session may).
-        storable = sorted({org_id for org_id in org_ids if "\x00" not in org_id})
-        if not storable:
+        storable_ids = sorted({org_id for org_id in org_ids if storable(org_id)})
+        if not storable_ids:
             return set()
-        return await self._database.transact(lambda connection: _revoked_among(connection, storable))
+        return await self._database.transact(lambda connection: _revoked_among(connection, storable_ids))
 
     async def export_records(self) -> Exported:
         return await self._database.transact(

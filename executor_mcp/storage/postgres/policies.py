@@ -22,7 +22,7 @@ import psycopg
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.storage.exported import canonical, key_parts, record_key
 from executor_mcp.storage.interfaces import Exported
-from executor_mcp.storage.postgres.database import Database
+from executor_mcp.storage.postgres.database import Database, storable
 from executor_mcp.storage.records import PolicyRecord, decoded_or_skipped, encode
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ class PgPolicies:
                 except psycopg.errors.UntranslatableCharacter:  # jsonb holds no NUL (`\u0000`) in a string
                     raise InvalidInput("The rule holds a character that cannot be stored.") from None
             for record in deletes:
-                if _storable(record.org_id, record.account_id or "", record.id):
+                if storable(record.org_id, record.account_id or "", record.id):
                     connection.execute(
                         "DELETE FROM policies WHERE org_id = %s AND account_id = %s AND id = %s",
                         (record.org_id, record.account_id or "", record.id),
@@ -115,9 +115,9 @@ class PgPolicies:
 def _visible(connection: psycopg.Connection[Any], org_id: str, account_id: str | None) -> list[PolicyRecord]:
     """The org's rules, then (with an account) the account's own, each in id order: as LMDB lists them. An
     identifier PostgreSQL cannot hold (a NUL) names no stored rule."""
-    if not _storable(org_id):
+    if not storable(org_id):
         return []
-    accounts = [""] + ([account_id] if account_id and _storable(account_id) else [])
+    accounts = [""] + ([account_id] if account_id and storable(account_id) else [])
     rows = connection.execute(
         "SELECT org_id, account_id, id, record::text FROM policies WHERE org_id = %s AND account_id = ANY(%s)"
         " ORDER BY account_id <> '', id",
@@ -140,18 +140,6 @@ def _lock_key(org_id: str) -> int:
 
 def _writable_key(record: PolicyRecord) -> tuple[str, str, str]:
     key = (record.org_id, record.account_id or "", record.id)
-    if not _storable(*key) or sum(len(part.encode()) + 1 for part in key) > MAX_KEY_BYTES:
+    if not storable(*key) or sum(len(part.encode()) + 1 for part in key) > MAX_KEY_BYTES:
         raise InvalidInput("The rule's identifiers cannot be stored.")
     return key
-
-
-def _storable(*parts: str) -> bool:
-    """Whether PostgreSQL text can hold each part: no NUL, nothing that is not UTF-8 (a lone surrogate)."""
-    for part in parts:
-        if "\x00" in part:
-            return False
-        try:
-            part.encode()
-        except UnicodeEncodeError:
-            return False
-    return True
