@@ -17,7 +17,7 @@ import attrs
 
 from executor_mcp.config import INSTANCE_ID
 from executor_mcp.protocol.errors import Refusal, Refused, envelope_body, envelope_headers
-from executor_mcp.sessions.ids import SEPARATOR
+from executor_mcp.sessions.ids import id_prefix
 
 PROXIES = ("nginx", "haproxy")
 # How long a GET listening stream or a long execution's SSE answer may stay quiet before the proxy drops it;
@@ -75,7 +75,7 @@ def render(proxy: str, instances: list[Instance], listen: str) -> str:
 
 def _nginx(instances: list[Instance], listen: str) -> str:
     status, headers, body = restart_answer()
-    homes = "\n".join(f'    "~^{i.id}{SEPARATOR}"  executor_mcp_{_name(i)};' for i in instances)
+    homes = "\n".join(f'    "~^{id_prefix(i.id)}"  executor_mcp_{_name(i)};' for i in instances)
     anywhere = "\n".join(f"    server {i.address} max_fails=1 fail_timeout=2s;" for i in instances)
     each = "\n".join(
         f"upstream executor_mcp_{_name(i)} {{\n    server {i.address};\n    keepalive 16;\n}}" for i in instances
@@ -130,7 +130,7 @@ server {{
 def _haproxy(instances: list[Instance], listen: str) -> str:
     status, headers, body = restart_answer()
     rules = "\n".join(
-        f"    use_backend executor_mcp_{_name(i)} if {{ req.hdr(mcp-session-id) -m beg {i.id}{SEPARATOR} }}"
+        f"    use_backend executor_mcp_{_name(i)} if {{ req.hdr(mcp-session-id) -m beg {id_prefix(i.id)} }}"
         for i in instances
     )
     anywhere = "\n".join(f"    server {i.id} {i.address} check inter 1s fall 1 rise 1" for i in instances)

@@ -18,9 +18,13 @@ SEPARATOR = "_"
 _HEX = frozenset("0123456789abcdef")
 
 
+def id_prefix(home: str) -> str:
+    """How the ids of the sessions `home` is home to start ("" with no instance id: every id)."""
+    return f"{home}{SEPARATOR}" if home else ""
+
+
 def new_session_id(home: str) -> str:
-    secret = secrets.token_hex(SECRET_LENGTH // 2)
-    return f"{home}{SEPARATOR}{secret}" if home else secret
+    return id_prefix(home) + secrets.token_hex(SECRET_LENGTH // 2)
 
 
 def home_of(session_id: str) -> str | None:
@@ -44,5 +48,4 @@ def workspace_id(
     """A workspace's session id: the same for every request of the principal with these modes on this instance
     (in every process it runs as), a MAC under the control plane's workspace key, of the minted ids' shape.
     Each instance has its own, as each holds its own runtime."""
-    secret = json_mac(key, ["workspace", *principal, resource, elicitation_mode, mode])
-    return f"{home}{SEPARATOR}{secret}" if home else secret
+    return id_prefix(home) + json_mac(key, ["workspace", *principal, resource, elicitation_mode, mode])

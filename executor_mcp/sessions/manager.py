@@ -25,7 +25,7 @@ from executor_mcp.logs import outside_request
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.protocol.stateless import STATELESS_VERSION
-from executor_mcp.sessions.ids import SEPARATOR, home_of, new_session_id, workspace_id
+from executor_mcp.sessions.ids import home_of, id_prefix, new_session_id, workspace_id
 from executor_mcp.sessions.lifecycle import CONTENDED, Drain, Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
@@ -509,7 +509,7 @@ class SessionManager:
         """Admin commands from another process take effect here: `sessions terminate` as a request that the
         session's home takes (each instance takes only its own sessions' requests), `orgs revoke` as the org's
         record, which every instance reads for the orgs of the sessions it holds live."""
-        for session_id in await self._control.sessions.take_termination_requests(self._id_prefix):
+        for session_id in await self._control.sessions.take_termination_requests(id_prefix(self._instance)):
             # Taken requests are gone: each is handled on its own, so one failure loses no other.
             log.info("session %s terminated by an admin command", session_id)
             await once(f"terminating session {session_id[:12]}", functools.partial(self.evict, session_id))
@@ -613,11 +613,6 @@ class SessionManager:
 
         if not await once(f"session {session.id[:12]}: persisting activity", persist):
             session.persisted_activity = min(session.persisted_activity, at - ACTIVITY_PERSIST_INTERVAL)
-
-    @property
-    def _id_prefix(self) -> str:
-        """How the ids of the sessions this instance is home to start ("" with no instance id: every id)."""
-        return f"{self._instance}{SEPARATOR}" if self._instance else ""
 
     def _is_mine(self, session_id: str) -> bool:
         """Whether `session_id` is a minted id whose home is this instance."""

@@ -83,8 +83,8 @@ class SessionDirectory(Protocol):
     async def take_termination_requests(self, id_prefix: str) -> list[str]:
         """The session ids, starting with `id_prefix`, of the pending termination requests, removed as they are
         taken: two takers never get the same request. An instance takes those of the sessions it is home to
-        (`f"{instance}{SEPARATOR}"`) and leaves the others for theirs; "" takes every request (a server with no
-        instance id)."""
+        (`sessions.ids.id_prefix(instance)`) and leaves the others for theirs; "" takes every request (a server
+        with no instance id)."""
 
     async def sessions(self) -> list[SessionRecord]:
         """Every readable entry."""
