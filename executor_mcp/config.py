@@ -273,6 +273,8 @@ class Option:
     default: str | None = None  # the default in words, when `Settings`' value is computed or says too little
     # It decides what the data dir's records may do: one fact for every command on the data dir (`DATA_DIR_FACTS`).
     data_dir_fact: bool = False
+    # Its value may hold a credential (a database URL's password): an error about it never quotes it.
+    secret: bool = False
 
     @property
     def flag(self) -> str:
@@ -465,6 +467,7 @@ OPTIONS = (
         "a PostgreSQL database for the control plane, shared by several instances; a password in it is better "
         "given by the environment or a TOML file than by a flag",
         default="none: the data dir's control.mdb",
+        secret=True,
     ),
     Option(
         "instance_id",
@@ -577,7 +580,8 @@ def _parse(option: Option, source: str, raw: object) -> Any:
     except _NotANumber as exc:
         raise ConfigError(f"{source}: {exc}") from None
     except ValueError as exc:
-        raise ConfigError(f"{source}: invalid value {text!r}: {exc}") from None
+        quoted = "" if option.secret else f" {text!r}"
+        raise ConfigError(f"{source}: invalid value{quoted}: {exc}") from None
 
 
 _FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "metrics_token_file", "secrets_dir"})

@@ -217,3 +217,13 @@ def test_there_is_no_flag_for_the_secret_key() -> None:
     from executor_mcp.config import OPTIONS
 
     assert all("key" not in option.name for option in OPTIONS)
+
+
+def test_a_bad_database_url_is_refused_without_quoting_its_password() -> None:
+    for flags, environ, source in (
+        ({"database_url": "mysql://operator:hunter2@db/executor"}, {}, "--database-url"),
+        ({}, {"EXECUTOR_MCP_DATABASE_URL": "mysql://operator:hunter2@db/executor"}, "EXECUTOR_MCP_DATABASE_URL"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            load_settings(flags, environ=environ)
+        assert str(refused.value) == f"{source}: invalid value: must be a postgresql:// URL"
