@@ -171,6 +171,16 @@ def _database_url(text: str) -> str:
     parsed = urllib.parse.urlsplit(text.strip())
     if parsed.scheme not in {"postgresql", "postgres"}:
         raise ValueError("must be a postgresql:// URL")
+    # What libpq will refuse when it connects, refused now, in our words: its own quote parts of the URL.
+    # Imported here, not at the top: only a command given a database pays for the driver.
+    import psycopg.conninfo
+
+    try:
+        psycopg.conninfo.conninfo_to_dict(text.strip())
+    except psycopg.Error:
+        raise ValueError(
+            "must be a PostgreSQL connection URI (postgresql://USER:PASSWORD@HOST:PORT/DATABASE)"
+        ) from None
     return text.strip()
 
 

@@ -227,3 +227,9 @@ def test_a_bad_database_url_is_refused_without_quoting_its_password() -> None:
         with pytest.raises(ConfigError) as refused:
             load_settings(flags, environ=environ)
         assert str(refused.value) == f"{source}: invalid value: must be a postgresql:// URL"
+    # A URL libpq cannot parse is refused here too, in our words: libpq's would quote parts of it.
+    for malformed in ("postgresql://operator:hunter2@db/x?bogus=1", "postgresql://operator:hunter2@db/x?sslmode"):
+        with pytest.raises(ConfigError) as refused:
+            load_settings({"database_url": malformed}, environ={})
+        assert "hunter2" not in str(refused.value)
+        assert str(refused.value).startswith("--database-url: invalid value: must be a PostgreSQL connection URI")
