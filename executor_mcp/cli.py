@@ -520,7 +520,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         _only_our_log_lines()
         return _doctor(settings, args.json)
-    from executor_mcp.storage.postgres.database import StoreUnavailable
+    from executor_mcp.storage.interfaces import StoreUnavailable
     from executor_mcp.storage.postgres.migrations import SchemaTooNew
 
     try:

@@ -27,7 +27,7 @@ from executor_mcp.auth.tokens import InvalidToken, TokenVerifier, Unavailable
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.http import HeaderLookup
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.postgres.database import StoreUnavailable
+from executor_mcp.storage.interfaces import StoreUnavailable
 from executor_mcp.storage.records import Owner
 
 log = logging.getLogger(__name__)

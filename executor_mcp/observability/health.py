@@ -34,8 +34,8 @@ from executor_mcp.sandbox.pool import PoolStats, WorkerPool
 from executor_mcp.sessions.lifecycle import State
 from executor_mcp.sessions.manager import SESSIONS_DIR, SessionManager
 from executor_mcp.storage.control import CONTROL_FILE
-from executor_mcp.storage.interfaces import SessionDirectory
-from executor_mcp.storage.postgres.database import Database, StoreUnavailable
+from executor_mcp.storage.interfaces import SessionDirectory, StoreUnavailable
+from executor_mcp.storage.postgres.database import Database
 
 PROBE_PREFIX = ".write-probe-"
 SIZES_MAX_AGE = 60.0

@@ -31,6 +31,20 @@ from executor_mcp.storage.records import (
 
 T = TypeVar("T")
 
+
+class StoreUnavailable(ConnectionError):
+    """The store could not be reached, or the connection to it broke mid-transaction: transient. A shared
+    backend (PostgreSQL) raises it; the edges answer it with the transient envelope, whatever the backend."""
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` is the database out of reach: `StoreUnavailable` itself, or a group (a nursery's) made of
+    nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(StoreUnavailable)[1] is None
+    return isinstance(exc, StoreUnavailable)
+
+
 # Who owns a connection (and the secret items it holds): the org (everyone in it), or one account in it.
 ORG_OWNER = "org"
 USER_OWNER = "user"

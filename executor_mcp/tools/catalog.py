@@ -22,7 +22,7 @@ from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.views import EMPTY_VIEW, ToolEntry, View
 from executor_mcp.protocol.errors import Refusal
 from executor_mcp.records.integration_errors import ArgumentsRefused, IntegrationError
-from executor_mcp.storage.postgres.database import StoreUnavailable
+from executor_mcp.storage.interfaces import StoreUnavailable
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.tools import search as ranking
 from executor_mcp.tools.approval import pass_policy

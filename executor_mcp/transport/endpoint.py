@@ -53,7 +53,7 @@ from executor_mcp.protocol.stateless import is_stateless, stateless_by_header
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
 from executor_mcp.sessions.streams import Call, Stream
-from executor_mcp.storage.postgres.database import store_unavailable
+from executor_mcp.storage.interfaces import store_unavailable
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import Answer, Exchange
 from executor_mcp.transport.browser import BrowserGuard

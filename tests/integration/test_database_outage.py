@@ -16,7 +16,8 @@ import trio
 import trio.testing
 
 from executor_mcp.config import SECRET_KEY_ENV
-from executor_mcp.storage.postgres.database import Database, StoreUnavailable
+from executor_mcp.storage.interfaces import StoreUnavailable
+from executor_mcp.storage.postgres.database import Database
 from tests.auth_support import SECRET, bearer, mint
 from tests.integration.test_cli_operations import free_port
 from tests.mcp_http import envelope, initialize_body, open_session, post, sse_messages

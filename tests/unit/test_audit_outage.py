@@ -12,7 +12,7 @@ import trio
 from executor_mcp.audit import trail as trail_module
 from executor_mcp.audit.model import AuditRecord, to_bytes
 from executor_mcp.audit.trail import AuditTrail
-from executor_mcp.storage.postgres.database import StoreUnavailable
+from executor_mcp.storage.interfaces import StoreUnavailable
 
 NOW = 1_800_000_000.0
 

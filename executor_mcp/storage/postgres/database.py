@@ -27,24 +27,14 @@ import attrs
 import psycopg
 import trio
 
+from executor_mcp.storage.interfaces import StoreUnavailable
+
 T = TypeVar("T")
 
 # How long one statement may run before PostgreSQL cancels it (milliseconds): a stuck query ends as an error,
 # never as a request that hangs while holding one of the pool's connections.
 STATEMENT_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
-
-
-class StoreUnavailable(ConnectionError):
-    """The database could not be reached or the connection broke mid-transaction: transient."""
-
-
-def store_unavailable(exc: BaseException) -> bool:
-    """Whether `exc` is the database out of reach: `StoreUnavailable` itself, or a group (a nursery's) made of
-    nothing else."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(StoreUnavailable)[1] is None
-    return isinstance(exc, StoreUnavailable)
 
 
 @attrs.frozen
