@@ -27,6 +27,7 @@ from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
+from executor_mcp.background import once
 from executor_mcp.config import (
     DEFAULT_EXECUTIONS_PER_ACCOUNT,
     ConfigError,
@@ -46,6 +47,7 @@ from executor_mcp.observability.metrics import Metrics
 from executor_mcp.policies.service import Policies
 from executor_mcp.routes import create_app
 from executor_mcp.sandbox.pool import WorkerPool
+from executor_mcp.sessions.instance_lease import InstanceLease, holder_name
 from executor_mcp.sessions.lifecycle import IdlePolicy
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage import ownership
@@ -260,6 +262,9 @@ async def _serve(
     # The pauses waiting for an approval: the MCP tools open and resume them, the console's approvals pages
     # answer them.
     approvals = PendingApprovals(approval_window=settings.approval_window)
+    # Before anything of the instance's sessions is recovered or served: another process may still serve them.
+    lease = InstanceLease(control.leases, settings.instance_id or "", holder_name(settings.data_dir))
+    await lease.acquire()
     catalog_tools = ExecutorTools(
         Engine(pool, limits, metrics.observe_execution),
         catalog,
@@ -268,6 +273,7 @@ async def _serve(
         Admission(executions_per_account(settings, pool)),
         lambda: public.value,
         audited,
+        control.executions,
     )
     manager = SessionManager(
         control,
@@ -277,6 +283,7 @@ async def _serve(
         max_sessions_per_user=settings.max_sessions_per_user,
         retention=settings.session_retention,
         instance=settings.instance_id or "",
+        lease=lease,
     )
     authenticator = await build_authenticator(settings, control, http_client, public)
     browser = BrowserGuard(
@@ -329,21 +336,27 @@ async def _serve(
         approvals.keep_for_restart()
         await manager.shutdown(settings.shutdown_grace)
 
-    async with trio.open_nursery() as root:
-        await root.start(pool.run)
-        await root.start(audit.run)
-        await root.start(manager.run)
-        root.start_soon(integrations.discoveries.refresh_stale)
+    try:
+        async with trio.open_nursery() as root:
+            await root.start(pool.run)
+            await root.start(audit.run)
+            await root.start(manager.run)
+            root.start_soon(lease.keep)
+            root.start_soon(integrations.discoveries.refresh_stale)
 
-        async def http(task_status: trio.TaskStatus[list[str]]) -> None:
-            await front(app, shutdown_trigger, task_status=task_status)
-            await audit.drained(AUDIT_DRAIN_SECONDS)  # the records of what the drain answered, before the store closes
-            root.cancel_scope.cancel()
+            async def http(task_status: trio.TaskStatus[list[str]]) -> None:
+                await front(app, shutdown_trigger, task_status=task_status)
+                # The records of what the drain answered, before the store closes.
+                await audit.drained(AUDIT_DRAIN_SECONDS)
+                root.cancel_scope.cancel()
 
-        binds = await root.start(http)
-        public.value = public.value or binds[0]
-        browser.listening(public.value, binds[0])
-        task_status.started(Running(url=binds[0], data_dir=settings.data_dir, stop=stop))
+            binds = await root.start(http)
+            public.value = public.value or binds[0]
+            browser.listening(public.value, binds[0])
+            task_status.started(Running(url=binds[0], data_dir=settings.data_dir, stop=stop))
+    finally:
+        with trio.CancelScope(shield=True):
+            await once("releasing the instance's lease", lease.release)
 
 
 async def serve_until_signalled(settings: Settings) -> None:

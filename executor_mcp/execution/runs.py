@@ -11,6 +11,10 @@ humans are awaited, the engine gives the worker back; the answer brings a fresh 
 journal. A restart ends the task but not the records: when the session's runtime comes up again
 (`revive`), each execution with a live pause is back as a task waiting for that pause's answer, as before.
 Any other end of a run (its outcome, its window closing, its session disposed of) forgets its records.
+With a shared store (several instances on one database) a resume that finds no pause here may adopt one kept
+by any session, on any instance, its home up or down: `AdoptionJudge` decides, in the store's transaction,
+whether it moves (the owner's, in its window, its call still waiting at the gate); the resuming session then
+revives it as a restart would, and its old run, at its next write, hears `ExecutionMoved` and stops.
 
 `PendingApprovals` is process-wide: it finds a pause by id for any session of the same account and org, makes
 resumes exactly-once (a duplicate that arrives while the first runs joins it; one that arrives after
@@ -54,7 +58,7 @@ from executor_mcp.execution.results import (
 )
 from executor_mcp.logs import note, safe_id
 from executor_mcp.protocol.results import text_result
-from executor_mcp.storage.interfaces import ExecutionJournals
+from executor_mcp.storage.interfaces import ExecutionJournals, ExecutionMoved
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.approval import (
     ACCEPT,
@@ -78,6 +82,15 @@ OWNERS_REMEMBERED = 4096
 # An owner's live pauses are bounded by their admitted executions (one pause each at a time); a listing of
 # them is bounded again so a page never grows past what a person reads.
 MAX_LISTED = 100
+
+PAUSE_ID_PREFIX = "exec_"  # then a UUID: what the paused result calls its `executionId`
+_PAUSE_ID_LENGTH = len(PAUSE_ID_PREFIX) + 36
+
+
+def is_pause_id(text: str) -> bool:
+    """Whether `text` has a pause id's shape: only such text is looked for in a shared store."""
+    return len(text) == _PAUSE_ID_LENGTH and text.startswith(PAUSE_ID_PREFIX)
+
 
 # What became of a pause nobody answered.
 EXPIRED = "expired"  # nobody answered within the approval window
@@ -345,17 +358,25 @@ class Kept:
     stale: tuple[str, ...]  # ids of its earlier pauses, answered long ago, whose records go when it ends
 
 
-async def kept_executions(store: ExecutionJournals) -> tuple[list[Kept], list[tuple[str, list[str]]]]:
-    """The executions a session's file keeps with a live pause, and (key, pause ids) of the records that wait
-    on nothing any more (to forget). A record that does not decode costs only its own execution."""
+def _pause_record(raw: bytes) -> PauseRecord | None:
+    try:
+        return converter.structure(loads(raw), PauseRecord)
+    except Exception as exc:
+        log.error("skipping an unreadable pause record: %s", type(exc).__name__)
+        return None
+
+
+async def kept_executions(
+    store: ExecutionJournals, only: str | None = None
+) -> tuple[list[Kept], list[tuple[str, list[str]]]]:
+    """The executions a session keeps with a live pause (of them, only execution `only` if given), and (key,
+    pause ids) of the records that wait on nothing any more (to forget). A record that does not decode costs
+    only its own execution."""
     by_execution: dict[str, list[PauseRecord]] = {}
     for raw in await store.pauses():
-        try:
-            record = converter.structure(loads(raw), PauseRecord)
-        except Exception as exc:
-            log.error("skipping an unreadable pause record: %s", type(exc).__name__)
-            continue
-        by_execution.setdefault(record.execution, []).append(record)
+        record = _pause_record(raw)
+        if record is not None and only in (None, record.execution):
+            by_execution.setdefault(record.execution, []).append(record)
     kept, dead = [], []
     for key, records in by_execution.items():
         ids = [record.id for record in records]
@@ -377,6 +398,50 @@ async def kept_executions(store: ExecutionJournals) -> tuple[list[Kept], list[tu
         newest = max(live, key=lambda record: record.created_at)
         kept.append(Kept(journal, pending, newest, tuple(pause_id for pause_id in ids if pause_id != newest.id)))
     return kept, dead
+
+
+# What a pause kept by another session (on any instance) is to a resume that found it in the shared store.
+ADOPTED = "adopted"  # it moves to the resuming session, which revives it and answers it
+FORBIDDEN = "forbidden"  # another owner's
+SETTLED = "settled"  # its call is no longer waiting for an answer: it was answered and runs, or cannot go on
+LAPSED = "lapsed"  # its approval window closed
+
+
+@attrs.frozen
+class Adoption:
+    outcome: str
+    execution: str = ""  # the key of the journal that moves
+
+    @property
+    def move(self) -> bool:
+        return self.outcome == ADOPTED
+
+
+@attrs.frozen
+class AdoptionJudge:
+    """Whether the execution a pause waits on may move to `owner`'s resuming session: run where it is stored,
+    holding the execution against its old session's writes, so the answer cannot change before it moves."""
+
+    owner: Owner
+    now: float
+
+    def __call__(self, raw_pause: bytes, raw_journal: list[bytes]) -> Adoption:
+        record = _pause_record(raw_pause)
+        if record is None or not self.owner.may_act_on(record.owner):
+            return Adoption(FORBIDDEN)
+        if record.expires_at <= self.now:
+            return Adoption(LAPSED)
+        try:
+            if not raw_journal:
+                raise BadJournal("no journal")
+            journal = Journal(record.execution, decode_head(raw_journal[0]), [decode_entry(e) for e in raw_journal[1:]])
+        except BadJournal:
+            return Adoption(SETTLED)
+        pending = journal.pending()
+        call = pending.calls.get(record.call_id)
+        if call is None or not call.askable or pending.unknown() is not None:
+            return Adoption(SETTLED)
+        return Adoption(ADOPTED, record.execution)
 
 
 class Run:
@@ -416,6 +481,7 @@ class Run:
         self._resolving: Pause | None = None  # the pause whose resume waits on `next`
         self._revived: Pause | None = None  # the pause a revived run waits on, asked again by its call
         self._pause_ids: list[str] = []  # every pause with a record in the store
+        self._moved = False  # another session adopted the execution: it runs there, not here
         self.scope = trio.CancelScope()
         self.next: Deferred[JsonObject] = Deferred()
 
@@ -451,8 +517,11 @@ class Run:
             ended = True
         finally:
             self._slot.release()
-            if self._resolving is not None and not self._resolving.resolution.done and not self._approvals.restarting:
-                self._approvals.expire(self._resolving, ran_out=False)  # the run ended under a pending resume: tell it
+            resolving = self._resolving
+            if resolving is not None and not resolving.resolution.done and self._moved:
+                self._approvals.resolve(resolving, settled_result(resolving.id))  # its result is the adopter's
+            elif resolving is not None and not resolving.resolution.done and not self._approvals.restarting:
+                self._approvals.expire(resolving, ran_out=False)  # the run ended under a pending resume: tell it
         # Ended by its own outcome or scope, not by its session's end (which decides about the records itself).
         if ended and self._pause_ids:
             assert self._store is not None
@@ -484,7 +553,13 @@ class Run:
             records = journal.unwritten()
             pauses = {pause.id: dumps(converter.unstructure(PauseRecord.of(pause, journal.key)))} if pause else None
             if records or pauses:
-                await self._store.keep_execution(journal.key, records, pauses)
+                try:
+                    await self._store.keep_execution(journal.key, records, pauses)
+                except ExecutionMoved:
+                    # Adopted by a session elsewhere before this step was kept: nothing more runs here.
+                    self._moved = True
+                    self.scope.cancel()
+                    await trio.lowlevel.checkpoint()
             journal.written(len(records))
 
     async def _mark(self, kind: str, call: ToolCall) -> None:
@@ -542,7 +617,7 @@ class Run:
         """A new pause, kept durably (with the journal so far) before anyone hears of it, then reported."""
         window, now = self._approvals.approval_window, time.time()
         pause = Pause(
-            id=f"exec_{uuid.uuid4()}",
+            id=f"{PAUSE_ID_PREFIX}{uuid.uuid4()}",
             owner=self.owner,
             interaction=interaction,
             expires_at=now + window,

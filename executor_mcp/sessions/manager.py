@@ -26,9 +26,11 @@ from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import InitializeParams
 from executor_mcp.protocol.stateless import STATELESS_VERSION
 from executor_mcp.sessions.ids import home_of, id_prefix, new_session_id, workspace_id
+from executor_mcp.sessions.instance_lease import InstanceLease
 from executor_mcp.sessions.lifecycle import CONTENDED, Drain, Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.interfaces import ExecutionJournals
 from executor_mcp.storage.records import EXECUTE_MODE, MODEL_ELICITATION, Owner, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.toolserver.registry import ToolFactory
@@ -85,13 +87,16 @@ class SessionManager:
         max_sessions_per_user: int,
         retention: float,
         instance: str,
+        lease: InstanceLease | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`idle`, `max_sessions_per_user`, `retention` and `instance` are the `Settings`' (`--session-timeout`
         and `--paused-session-idle-timeout`, `--max-sessions-per-user`, `--session-retention`, `--instance-id`:
-        the home this process's session ids name, "" for none)."""
+        the home this process's session ids name, "" for none); while `lease` is not held (several instances on
+        one database) no session is served."""
         self._control = control
         self._instance = instance
+        self._lease = lease
         self._idle = idle
         self._max_sessions = max_sessions_per_user
         self._retention = retention
@@ -302,9 +307,13 @@ class SessionManager:
     # -- internals ----------------------------------------------------------------------------------
 
     def _refuse_if_draining(self) -> None:
+        """Draining, or not holding the instance's lease (another process may serve its sessions): the
+        restart envelope, so the client retries."""
         refusal = self._drain.refusal
         if refusal is not None:
             raise Refused(refusal)
+        if self._lease is not None and not self._lease.held:
+            raise Refused(Refusal.RESTARTING)
 
     async def _live(self, session_id: str) -> Session:
         while True:
@@ -351,7 +360,8 @@ class SessionManager:
                         lease = functools.partial(self._pause_lease, session)
                         kept = functools.partial(self._pause_kept, session)
                         tools = self._tools(opened.meta)
-                        server = ToolServer(opened.meta, tools, nursery, lease, opened.file, kept)
+                        journals = self._journals(session.id, opened.file)
+                        server = ToolServer(opened.meta, tools, nursery, lease, journals, kept)
                         session.runtime = Runtime(file=opened.file, meta=opened.meta, server=server, nursery=nursery)
                         session.last_activity = session.last_activity or self._clock()
                         if restored:
@@ -411,7 +421,8 @@ class SessionManager:
         kept = session.record is not None and session.record.paused_until
         if file is not None and kept and not lifecycle.keeps_executions_on_exit and not lifecycle.wipes_on_exit:
             with trio.move_on_after(WRITE_DOWN_BOUND):
-                await once(f"session {session.id[:12]}: forgetting its executions", file.forget_executions)
+                journals = self._journals(session.id, file)
+                await once(f"session {session.id[:12]}: forgetting its executions", journals.forget_executions)
                 await once(
                     f"session {session.id[:12]}: forgetting its pauses",
                     functools.partial(self._mark_paused, session, 0.0),
@@ -613,6 +624,12 @@ class SessionManager:
 
         if not await once(f"session {session.id[:12]}: persisting activity", persist):
             session.persisted_activity = min(session.persisted_activity, at - ACTIVITY_PERSIST_INTERVAL)
+
+    def _journals(self, session_id: str, file: SessionFile) -> ExecutionJournals:
+        """Where the session keeps its durable executions: the shared store when there is one (so another
+        instance can adopt a pause while this one is down), else its own file."""
+        executions = self._control.executions
+        return file if executions is None else executions.of(session_id)
 
     def _is_mine(self, session_id: str) -> bool:
         """Whether `session_id` is a minted id whose home is this instance."""

@@ -22,11 +22,13 @@ from executor_mcp.storage.interfaces import (
     CatalogStore,
     Closable,
     DataDirFacts,
+    InstanceLeases,
     OrgStore,
     PausedDirectory,
     PolicyStore,
     SecretStore,
     SessionDirectory,
+    SharedExecutions,
     SigningKeys,
     SignInStore,
 )
@@ -41,6 +43,8 @@ from executor_mcp.storage.postgres.audit import PgAudit
 from executor_mcp.storage.postgres.catalog import PgCatalog
 from executor_mcp.storage.postgres.console import PgDataDirFacts, PgSigningKeys, PgSignIns
 from executor_mcp.storage.postgres.database import Database
+from executor_mcp.storage.postgres.executions import PgExecutions
+from executor_mcp.storage.postgres.instances import PgInstanceLeases
 from executor_mcp.storage.postgres.migrations import migrate
 from executor_mcp.storage.postgres.orgs import PgApiKeys, PgOrgs
 from executor_mcp.storage.postgres.policies import PgPolicies
@@ -68,6 +72,10 @@ class ControlPlane:
     catalog: CatalogStore
     secrets: SecretStore
     backend: Closable  # what the stores share and `close` releases
+    # Only on a backend several instances share: their durable executions (else each session's file keeps its
+    # own), and which process serves each instance id (else the data dir's `server.lock` is the only lease).
+    executions: SharedExecutions | None = None
+    leases: InstanceLeases | None = None
 
     @classmethod
     async def open(cls, data_dir: Path) -> "ControlPlane":
@@ -120,6 +128,8 @@ class ControlPlane:
             catalog=PgCatalog(database),
             secrets=PgSecrets(database),
             backend=database,
+            executions=PgExecutions(database),
+            leases=PgInstanceLeases(database),
         )
 
     async def close(self) -> None:

@@ -123,9 +123,20 @@ class PausedDirectory(Protocol):
         """The sessions, not condemned, that keep a pause."""
 
 
+class ExecutionMoved(Exception):
+    """The execution's records are no longer this session's: another session (on any instance) adopted its
+    pause (`SharedExecutions.adopt`), or it was forgotten. Whoever was running it must stop without another
+    step, so that only the adopter runs what the journal has not run yet."""
+
+
 class ExecutionJournals(Protocol):
     """Where one session keeps its durable executions: each one's journal records and the pauses that wait
-    on it, as bytes the execution layer encodes. Today the session's own file (`SessionFile`)."""
+    on it, as bytes the execution layer encodes: the session's own file (`SessionFile`), or with a shared
+    database the session's share of `SharedExecutions`, so that any instance can adopt a pause.
+
+    With a shared store a journal is created by its first write (the one holding record 0, its head); a later
+    write to a journal another session adopted, or that was forgotten, raises `ExecutionMoved` and writes
+    nothing."""
 
     async def keep_execution(
         self, key: str, records: list[tuple[int, bytes]], pauses: dict[str, bytes] | None = None
@@ -143,6 +154,44 @@ class ExecutionJournals(Protocol):
 
     async def forget_executions(self) -> None:
         """Drop every journal and pause record of the session."""
+
+
+class Verdict(Protocol):
+    """A judgement on a pause's execution, made where it is stored (`SharedExecutions.adopt`): whether it
+    moves to the adopter."""
+
+    @property
+    def move(self) -> bool: ...
+
+
+V = TypeVar("V", bound=Verdict)
+
+
+class SharedExecutions(Protocol):
+    """Every session's durable executions in one store that every instance reaches (PostgreSQL): a pause made
+    on one instance can be resumed from a session on another, while its home is down or serving."""
+
+    def of(self, session_id: str) -> ExecutionJournals:
+        """One session's executions, as its runtime keeps them."""
+
+    async def adopt(self, pause_id: str, into: str, judge: Callable[[bytes, list[bytes]], V]) -> V | None:
+        """Move the execution that pause `pause_id` waits on, with its journal and pauses, to session `into`,
+        if `judge` (given the pause record and the journal records, in one transaction that holds the
+        execution against every other writer) says it moves. The verdict; None when no such pause is kept.
+        Its old session's next write of it raises `ExecutionMoved`, so it runs on one instance only."""
+
+
+class InstanceLeases(Protocol):
+    """Which process serves each instance id, so that two never serve one instance's sessions at once (two
+    processes given one `--instance-id`, or a restart while the old process still runs). A lease is held
+    until it expires by the database's clock, so no two machines' clocks are compared."""
+
+    async def acquire(self, instance: str, holder: str, ttl: float) -> str | None:
+        """Take or renew `instance`'s lease for `holder` for `ttl` seconds: None when taken, else whoever holds
+        it and has not let it expire."""
+
+    async def release(self, instance: str, holder: str) -> None:
+        """Give the lease up (a clean shutdown), if `holder` still holds it."""
 
 
 class OrgStore(Transferable, Protocol):

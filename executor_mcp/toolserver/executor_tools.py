@@ -3,7 +3,8 @@
 
 An execution runs as a task in the session's nursery, so it can pause for approval and be resumed by a
 later request, from this session or another of the same account and org, in this process or (its pause
-being durable: `execution/runs.py`) the next one, which revives it when the session's runtime comes up.
+being durable: `execution/runs.py`) the next one, which revives it when the session's runtime comes up; with
+several instances on one database, from a session on any instance, which adopts it (`adopt`).
 In `native` elicitation mode
 on a 2025 session there is no `resume`: a gated call asks the client inline with `elicitation/create`, and
 waits for the answer no longer than the approval window (a 2026 workspace pauses as model mode does, and its
@@ -16,20 +17,40 @@ model reads them and corrects its call.
 
 import functools
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import attrs
+import trio
 
 from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
 from executor_mcp.execution.engine import Engine, Outcome, internal_error, unknown_outcome
 from executor_mcp.execution.journal import Head, Journal
-from executor_mcp.execution.results import approval_url, render, render_browser_paused, worded_for_invoke
-from executor_mcp.execution.runs import Pause, PendingApprovals, Run, kept_executions
+from executor_mcp.execution.results import (
+    approval_url,
+    expired_result,
+    forbidden_result,
+    render,
+    render_browser_paused,
+    settled_result,
+    worded_for_invoke,
+)
+from executor_mcp.execution.runs import (
+    FORBIDDEN,
+    LAPSED,
+    SETTLED,
+    AdoptionJudge,
+    Pause,
+    PendingApprovals,
+    Run,
+    is_pause_id,
+    kept_executions,
+)
 from executor_mcp.execution.texts import (
     BROWSER_RESUME_DESCRIPTION,
     EXECUTE_DESCRIPTION,
@@ -39,10 +60,12 @@ from executor_mcp.execution.texts import (
     SKILLS_INDEX,
     inventory_block,
 )
+from executor_mcp.logs import note
 from executor_mcp.policies.service import Policies
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.protocol.results import text_result
 from executor_mcp.protocol.stateless import STATELESS_VERSIONS
+from executor_mcp.storage.interfaces import SharedExecutions
 from executor_mcp.storage.records import (
     BROWSER_ELICITATION,
     MODEL_ELICITATION,
@@ -58,6 +81,8 @@ from executor_mcp.toolserver.passthrough_tools import RESUME_DESCRIPTION as PASS
 from executor_mcp.toolserver.passthrough_tools import PassthroughTools
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolRegistry
 from executor_mcp.toolserver.sandbox_calls import Audit, SandboxCalls
+
+log = logging.getLogger(__name__)
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
 
@@ -139,6 +164,8 @@ class ExecutorTools:
     admission: Admission
     public_url: Callable[[], str]
     audit: Audit | None
+    executions: SharedExecutions | None = None  # with several instances: where a pause kept elsewhere is adopted
+    _adopting: dict[str, trio.Event] = attrs.field(init=False, factory=dict)
     _registries: dict[tuple[bool, str], ToolRegistry] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -246,8 +273,13 @@ class ExecutorTools:
     async def revive(self, context: ToolContext) -> float:
         """The session's durable executions, each back as a run waiting for its pause's answer; those whose
         window closed while the server was down are expired (a late resume hears so) and forgotten."""
+        return await self._bring_back(context)
+
+    async def _bring_back(self, context: ToolContext, only: str | None = None) -> float:
+        """Revive the session's kept executions (only execution `only`, one just adopted, if given); until when
+        the latest revived pause waits (0 when none)."""
         store = context.store
-        kept, dead = await kept_executions(store)
+        kept, dead = await kept_executions(store, only)
         now, latest = time.time(), 0.0
         for execution in kept:
             pause = execution.pause
@@ -284,6 +316,42 @@ class ExecutorTools:
             )
         return latest
 
+    async def adopt(self, execution_id: str, context: ToolContext) -> JsonObject | None:
+        """A resume of a pause this process does not hold: with a shared store, the execution moves to this
+        session if it may (`AdoptionJudge`) and is revived here, so the resume goes on as for a local pause
+        (None); else why it cannot be resumed. None too where there is nothing to adopt: the resume then hears
+        what this process knows (not found). Concurrent resumes of one id here adopt once; the others wait."""
+        owner = context.session.owner
+        if self.executions is None or self.approvals.lookup(execution_id, owner) is not None:
+            return None
+        if not is_pause_id(execution_id):
+            return None
+        adopting = self._adopting.get(execution_id)
+        if adopting is not None:
+            await adopting.wait()
+            return None
+        done = self._adopting[execution_id] = trio.Event()
+        try:
+            session_id = context.session.session_id
+            verdict = await self.executions.adopt(execution_id, session_id, AdoptionJudge(owner, time.time()))
+            if verdict is None:
+                return None
+            if verdict.outcome == FORBIDDEN:
+                return forbidden_result(execution_id)
+            if verdict.outcome == LAPSED:
+                return expired_result(execution_id, self.approvals.approval_window)
+            if verdict.outcome == SETTLED:
+                return settled_result(execution_id)
+            note(execution_id=execution_id)
+            log.info("paused execution %s adopted by session %s", execution_id, session_id[:12])
+            until = await self._bring_back(context, only=verdict.execution)
+            if until:
+                await context.pause_kept(until)
+            return None
+        finally:
+            del self._adopting[execution_id]
+            done.set()
+
     # -- resume -------------------------------------------------------------------------------------------
 
     async def resume(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
@@ -306,14 +374,16 @@ class ExecutorTools:
         assert isinstance(execution_id, str)
         assert isinstance(action, str)
         answer = ApprovalAnswer(action=action, content=_content(arguments.get("content")))
-        return await self.approvals.resume(execution_id, context.session.owner, answer)
+        refused = await self.adopt(execution_id, context)
+        return refused or await self.approvals.resume(execution_id, context.session.owner, answer)
 
     async def wait_for_the_browser(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         """Browser mode's `resume`: no answer of its own, it waits for the person's (or replays it)."""
         execution_id = arguments.get("executionId")
         if not isinstance(execution_id, str):
             return invalid("resume", [type_issue("executionId", execution_id)])
-        return await self.approvals.resume(execution_id, context.session.owner, None)
+        refused = await self.adopt(execution_id, context)
+        return refused or await self.approvals.resume(execution_id, context.session.owner, None)
 
     async def resume_an_invoke(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
         return worded_for_invoke(await self.resume(arguments, context))

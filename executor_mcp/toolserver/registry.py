@@ -14,8 +14,8 @@ import trio
 from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.jsonrpc import Message
 from executor_mcp.protocol.mcp import Tool
+from executor_mcp.storage.interfaces import ExecutionJournals
 from executor_mcp.storage.records import SessionMeta
-from executor_mcp.storage.session_file import SessionFile
 
 
 @attrs.frozen
@@ -28,7 +28,7 @@ class ToolContext:
     nursery: trio.Nursery
     ask: Callable[[str, JsonObject], Awaitable[JsonObject]]
     pause_lease: Callable[[], AbstractContextManager[None]]  # hold while waiting on a human
-    store: SessionFile  # where the session keeps its durable executions
+    store: ExecutionJournals  # where the session keeps its durable executions
     # Tells the control plane a pause of the session is kept until then, so that a restart revives the session.
     pause_kept: Callable[[float], Awaitable[None]]
 

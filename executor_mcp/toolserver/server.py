@@ -20,9 +20,8 @@ from executor_mcp.execution.runs import Deferred
 from executor_mcp.protocol.errors import Code, Refusal, RpcError
 from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, Response, error_response
 from executor_mcp.protocol.mcp import CallToolParams, Tool, structure_params, tools_list_result
-from executor_mcp.storage.interfaces import StoreUnavailable
+from executor_mcp.storage.interfaces import ExecutionJournals, StoreUnavailable
 from executor_mcp.storage.records import SessionMeta
-from executor_mcp.storage.session_file import SessionFile
 from executor_mcp.toolserver.registry import RegisteredTool, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ class ToolServer:
         tools: ToolRegistry,
         nursery: trio.Nursery,
         lease: Callable[[], AbstractContextManager[None]],
-        store: SessionFile,
+        store: ExecutionJournals,
         pause_kept: Callable[[float], Awaitable[None]],
     ) -> None:
         self.meta = meta

@@ -4,7 +4,8 @@ HAProxy (`tests/haproxy.py`) running the configuration `executor-mcp proxy-confi
 their home through the proxy; a request on the wrong instance hears the restart envelope, never gets a new
 session; a policy written through one instance governs a call on the other within a second; an org revoked once
 is refused by both; both write one audit log; an instance killed outright answers the restart envelope through
-the proxy until it is back on its data dir, and its sessions then continue."""
+the proxy until it is back on its data dir, and its sessions then continue; a pause made on one instance is
+resumed from a session on the other, its home killed or serving, and its tool runs once."""
 
 import json
 from collections.abc import AsyncIterator
@@ -22,6 +23,8 @@ from executor_mcp.proxy_config import Instance, render
 from tests.auth_support import SECRET, bearer, mint
 from tests.haproxy import haproxy
 from tests.integration.test_cli_operations import cli, free_port
+from tests.integration.test_stateless_wire import FORM, call_body, send
+from tests.integration.test_stateless_wire import result_of as wire_result
 from tests.mcp_http import envelope, initialize_body, post, sse_messages
 from tests.nginx import nginx
 from tests.postgres import PostgresServer
@@ -238,6 +241,119 @@ async def test_a_killed_instance_answers_the_restart_envelope_until_it_is_back(c
                 assert "back" in text(result_of(answer))
             finally:
                 await stop(again)
+
+
+# A call that pauses by default (it changes policies), whose every run leaves a record any instance can count.
+CREATE_ONE = (
+    'await tools.executor.coreTools.policies.create({ owner: "user", pattern: "once.only", action: "block" });'
+    ' return "created";'
+)
+COUNT_CREATED = (
+    "const listed = await tools.executor.coreTools.policies.list({});"
+    ' return "created " + listed.data.policies.filter((p) => p.pattern === "once.only").length;'
+)
+
+
+async def paused_on(http: httpx.AsyncClient, base: str, session_id: str) -> str:
+    """Run `CREATE_ONE` in the session: it pauses for approval; its execution id."""
+    structured = result_of(await execute(http, base, session_id, CREATE_ONE, ALICE))["structuredContent"]
+    assert structured["status"] == "waiting_for_interaction", structured
+    return str(structured["executionId"])
+
+
+async def resume(http: httpx.AsyncClient, base: str, session_id: str, execution_id: str) -> dict[str, Any]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "resume", "arguments": {"executionId": execution_id, "action": "accept"}},
+    }
+    return result_of(await post(http, base + "/mcp", body, session_id, **ALICE))
+
+
+async def created(http: httpx.AsyncClient, base: str, session_id: str) -> str:
+    return text(result_of(await execute(http, base, session_id, COUNT_CREATED, ALICE)))
+
+
+async def test_a_pause_made_on_a_killed_instance_is_resumed_from_a_new_session_on_the_other(
+    cluster: Cluster,
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        execution_id = await paused_on(http, cluster.proxy, homes["a"])
+        cluster.servers["a"].kill()
+        await cluster.servers["a"].wait()
+        elsewhere = await initialize(http, cluster.proxy, ALICE)
+        assert elsewhere.startswith("b_")
+        answer = await resume(http, cluster.proxy, elsewhere, execution_id)
+        assert answer["structuredContent"]["status"] == "completed", answer
+        assert "created" in text(answer)
+        # A duplicate resume in the adopting instance replays the same result; the tool ran once.
+        assert await resume(http, cluster.proxy, elsewhere, execution_id) == answer
+        assert "created 1" in await created(http, cluster.proxy, elsewhere)
+        async with server_process(cluster.root / "a", *cluster.arguments("a")) as again:
+            try:
+                # Back on its data dir, A revives its session without the execution it no longer holds.
+                with trio.fail_after(RETURN_BOUND):
+                    while (
+                        response := await execute(http, cluster.proxy, homes["a"], COUNT_CREATED, ALICE)
+                    ).status_code == 503:
+                        assert envelope(response) == (503, -32001, "MCP session is restarting, please retry")
+                        await trio.sleep(0.2)
+                assert "created 1" in text(result_of(response))
+                late = await resume(http, cluster.proxy, homes["a"], execution_id)
+                assert late["structuredContent"]["status"] == "execution_not_found", late
+                assert "created 1" in await created(http, cluster.proxy, homes["a"])
+            finally:
+                await stop(again)
+
+
+async def test_a_pause_resumed_elsewhere_while_its_home_serves_runs_once(cluster: Cluster) -> None:
+    """A 2026 client's requests go to any instance, so a resume may reach one that is not the pause's home
+    while the home serves: the execution moves, and the home's run, answered later, stops before its tool."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        execution_id = await paused_on(http, cluster.direct("a"), homes["a"])
+        answer = await resume(http, cluster.direct("b"), homes["b"], execution_id)
+        assert answer["structuredContent"]["status"] == "completed", answer
+        too_late = await resume(http, cluster.direct("a"), homes["a"], execution_id)
+        assert too_late["structuredContent"]["status"] == "execution_already_settled", too_late
+        assert "created 1" in await created(http, cluster.proxy, homes["a"])
+        # Another account cannot take it, whichever instance it asks.
+        bobs = await initialize(http, cluster.direct("b"), BOB)
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "resume", "arguments": {"executionId": execution_id, "action": "accept"}},
+        }
+        stranger = result_of(await post(http, cluster.direct("b") + "/mcp", body, bobs, **BOB))
+        assert stranger["structuredContent"]["status"] in ("execution_not_found", "execution_forbidden")
+
+
+async def test_a_2026_client_answers_a_question_asked_by_a_killed_instance_through_any_other(
+    cluster: Cluster,
+) -> None:
+    """MCP 2026-07-28 has no session to route by: the retry carrying the answer reaches whichever instance the
+    proxy picks, the home being dead; the `requestState` is sealed with a key all instances share."""
+    native = "/mcp?elicitation_mode=native"
+    async with httpx.AsyncClient(timeout=30) as http:
+        asking = call_body("ask", "execute", {"code": CREATE_ONE}, capabilities=FORM)
+        question = wire_result(await send(http, cluster.direct("a") + native, asking, **ALICE), "ask")
+        assert question["resultType"] == "input_required", question
+        cluster.servers["a"].kill()
+        await cluster.servers["a"].wait()
+        retry = call_body("answer", "execute", {"code": CREATE_ONE}, capabilities=FORM)
+        (key,) = question["inputRequests"]
+        retry["params"].update(
+            requestState=question["requestState"], inputResponses={key: {"action": "accept", "content": {}}}
+        )
+        answer = wire_result(await send(http, cluster.proxy + native, retry, **ALICE), "answer")
+        assert answer["resultType"] == "complete", answer
+        assert answer["structuredContent"]["status"] == "completed", answer
+        counting = call_body("count", "execute", {"code": COUNT_CREATED}, capabilities=FORM)
+        counted = wire_result(await send(http, cluster.proxy + native, counting, **ALICE), "count")
+        assert "created 1" in text(counted)
 
 
 async def test_the_command_prints_what_the_cluster_runs() -> None:

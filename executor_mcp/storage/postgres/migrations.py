@@ -9,7 +9,17 @@ A migration, once released, never changes: a change to the schema is a new one a
 import attrs
 import psycopg
 
-from executor_mcp.storage.postgres import audit, catalog, console, orgs, policies, secrets, sessions
+from executor_mcp.storage.postgres import (
+    audit,
+    catalog,
+    console,
+    executions,
+    instances,
+    orgs,
+    policies,
+    secrets,
+    sessions,
+)
 
 # `pg_advisory_xact_lock`'s key: "executor-mcp schema" in a 64-bit integer, any value other tools do not use.
 MIGRATION_LOCK = 0x6578_6D63_7073_6368
@@ -34,6 +44,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         + catalog.TABLES
         + secrets.TABLES,
     ),
+    Migration(2, "durable executions and instance leases", executions.TABLES + instances.TABLES),
 )
 LATEST = MIGRATIONS[-1].version
 

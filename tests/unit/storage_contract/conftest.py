@@ -2,12 +2,12 @@
 
 A backend gives each test a fresh `ControlPlane` (LMDB in the test's temporary directory, PostgreSQL in a
 database of its own on the run's throwaway server, `tests/postgres.py`); a session's `ExecutionJournals` have
-their own table. Adding a backend is one entry in a table below.
+their own table (its file, or its share of the shared executions). Adding a backend is one entry in a table below.
 """
 
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -31,10 +31,14 @@ from executor_mcp.storage.records import Owner, SessionMeta
 from executor_mcp.storage.session_file import SessionFile
 from tests.postgres import PostgresServer
 
+JOURNAL_SESSION = "s" * 64
 
-async def _lmdb_journals(directory: Path) -> SessionFile:
+
+@asynccontextmanager
+async def _lmdb_journals(request: pytest.FixtureRequest, directory: Path) -> AsyncIterator[ExecutionJournals]:
+    """A session's own file."""
     meta = SessionMeta(
-        session_id="s" * 64,
+        session_id=JOURNAL_SESSION,
         owner=Owner("alice", "acme"),
         resource="/mcp",
         protocol_version="2025-06-18",
@@ -42,7 +46,22 @@ async def _lmdb_journals(directory: Path) -> SessionFile:
         client_capabilities={},
         created_at=1.0,
     )
-    return await SessionFile.create(SessionFile.path_for(directory, meta.session_id), meta, b"{}")
+    store = await SessionFile.create(SessionFile.path_for(directory, meta.session_id), meta, b"{}")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
+async def _postgres_journals(request: pytest.FixtureRequest, directory: Path) -> AsyncIterator[ExecutionJournals]:
+    """A session's share of the shared executions."""
+    control = await _postgres(request, directory)()
+    try:
+        assert control.executions is not None
+        yield control.executions.of(JOURNAL_SESSION)
+    finally:
+        await control.close()
 
 
 def _lmdb(request: pytest.FixtureRequest, directory: Path) -> Callable[[], Awaitable[ControlPlane]]:
@@ -59,7 +78,10 @@ CONTROL_PLANES: dict[str, Callable[[pytest.FixtureRequest, Path], Callable[[], A
     "lmdb": _lmdb,
     "postgres": _postgres,
 }
-JOURNALS: dict[str, Callable[[Path], Awaitable[SessionFile]]] = {"lmdb": _lmdb_journals}
+JOURNALS: dict[str, Callable[[pytest.FixtureRequest, Path], AbstractAsyncContextManager[ExecutionJournals]]] = {
+    "lmdb": _lmdb_journals,
+    "postgres": _postgres_journals,
+}
 
 
 # Writes per plane in the concurrency tests: enough for their transactions to interleave.
@@ -120,11 +142,8 @@ async def plane(open_plane: Callable[[], Awaitable[ControlPlane]]) -> AsyncItera
 
 @pytest.fixture(params=sorted(JOURNALS))
 async def journals(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ExecutionJournals]:
-    store = await JOURNALS[request.param](tmp_path / "sessions")
-    try:
+    async with JOURNALS[request.param](request, tmp_path / "sessions") as store:
         yield store
-    finally:
-        await store.close()
 
 
 @pytest.fixture
