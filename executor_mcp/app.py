@@ -324,7 +324,9 @@ async def _serve(
         console=console,
         catalog=catalog,
         approvals=approvals,
-        stateless_calls=StatelessCalls(approvals, await control.signing_keys.request_state_key()),
+        stateless_calls=StatelessCalls(
+            approvals, await control.signing_keys.request_state_key(), adopt=catalog_tools.adopt
+        ),
         operations=operations,
         audit=audit,
     )

@@ -13,7 +13,7 @@ as a new `input_required`.
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from executor_mcp.codec import JsonObject, dumps, json_digest
@@ -39,6 +39,8 @@ from executor_mcp.toolserver.executor_tools import RESUME
 from executor_mcp.toolserver.registry import ToolContext
 from executor_mcp.toolserver.server import Send, Serve, ToolServer, answer
 
+# Brings a pause kept elsewhere into the session of the context: why it cannot be, or None (adopted, or none).
+Adopt = Callable[[str, ToolContext], Awaitable[JsonObject | None]]
 # The tools whose call runs code, and so may pause for an approval.
 RUNS_CODE = frozenset({"execute", "invoke"})
 # The one question a paused call asks at a time, under this key.
@@ -49,10 +51,19 @@ class StatelessCalls:
     """The stateless (2026) ends of a workspace's tool server; `key` signs `requestState` (the control plane
     keeps it)."""
 
-    def __init__(self, approvals: PendingApprovals, key: bytes, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        approvals: PendingApprovals,
+        key: bytes,
+        clock: Callable[[], float] = time.time,
+        adopt: Adopt | None = None,
+    ) -> None:
+        """`adopt` brings a pause kept on another instance into the workspace (`ExecutorTools.adopt`), so a retry
+        that reached another instance than the one that asked is treated as one that reached the asker."""
         self._approvals = approvals
         self._key = key
         self._clock = clock
+        self._adopt = adopt
 
     def serving(self, capabilities: JsonObject) -> Serve:
         """How one request, whose client declared `capabilities`, is served by a workspace's tool server."""
@@ -112,6 +123,11 @@ class StatelessCalls:
         responses = raw.get("inputResponses")
         action, content = elicited(responses.get(state.key) if isinstance(responses, dict) else None)
         found = self._approvals.lookup(state.execution_id, owner)
+        if action is None and found is None and self._adopt is not None:
+            refused = await self._adopt(state.execution_id, context)
+            if refused is not None:
+                return refused
+            found = self._approvals.lookup(state.execution_id, owner)
         if action is None and isinstance(found, Pause) and not found.answer.done:
             return model_worded(found)
         arguments = {"executionId": state.execution_id, "action": action or CANCEL, "content": dumps(content or {})}

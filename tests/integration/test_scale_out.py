@@ -343,6 +343,11 @@ async def test_a_2026_client_answers_a_question_asked_by_a_killed_instance_throu
         assert question["resultType"] == "input_required", question
         cluster.servers["a"].kill()
         await cluster.servers["a"].wait()
+        # A retry without the answer is asked again, wherever it lands: nothing is answered for the user.
+        unanswered = call_body("again", "execute", {"code": CREATE_ONE}, capabilities=FORM)
+        unanswered["params"].update(requestState=question["requestState"])
+        again = wire_result(await send(http, cluster.direct("b") + native, unanswered, **ALICE), "again")
+        assert again["resultType"] == "input_required", again
         retry = call_body("answer", "execute", {"code": CREATE_ONE}, capabilities=FORM)
         (key,) = question["inputRequests"]
         retry["params"].update(
