@@ -32,6 +32,9 @@ SETTLE = "settle"
 FIRE = "fire"
 GATE = "gate"
 PASS = "pass"
+# The gate was answered with anything but accept: its tool never runs, and nothing may ask for it again (a
+# resume elsewhere must not adopt a call whose answer was a decline, before its settle step is written).
+REFUSED = "refused"
 
 
 class JournalFull(Exception):
@@ -67,7 +70,7 @@ class Step:
 
 @attrs.frozen
 class Mark:
-    kind: str  # GATE | PASS
+    kind: str  # GATE | PASS | REFUSED
     call_id: int
 
 
@@ -276,7 +279,7 @@ def decode_entry(raw: bytes) -> Entry:
     try:
         value = loads(raw)
         if "mark" in value:
-            if value["mark"] not in (GATE, PASS) or not isinstance(value["id"], int):
+            if value["mark"] not in (GATE, PASS, REFUSED) or not isinstance(value["id"], int):
                 raise ValueError("unknown mark")
             return Mark(value["mark"], value["id"])
         step = Step(at=value["at"], input=value["in"], clock=value["clock"], outbox=value["out"], cpu=value["cpu"])

@@ -41,6 +41,7 @@ from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.journal import (
     GATE,
     PASS,
+    REFUSED,
     BadJournal,
     Journal,
     Mark,
@@ -567,7 +568,7 @@ class Run:
             self._journal.record(Mark(kind, call.id))
             await self.keep()
 
-    def refuse_if_declined_before(self, call: ToolCall) -> None:
+    async def refuse_if_declined_before(self, call: ToolCall) -> None:
         """A call asked again after a revival, whose pause was answered with anything but accept, throws as its
         gate would, before its tool's policy is looked at again: a policy that no longer gates the tool must
         not turn the person's decline into a run."""
@@ -575,6 +576,7 @@ class Run:
         answer = revived.answer.value if revived is not None and revived.call_id == call.id else None
         if revived is not None and answer is not None and answer.action != ACCEPT:
             self._revived = None
+            await self._mark(REFUSED, call)
             refuse_unless_accepted(revived.interaction, answer.action)
 
     async def gate(self, call: ToolCall, interaction: Interaction) -> Approval:
@@ -609,8 +611,8 @@ class Run:
             self.scope.cancel()
             await trio.lowlevel.checkpoint()
         assert answer is not None
-        if answer.action == ACCEPT:
-            await self._mark(PASS, call)
+        # Written before the call goes on either way: what the answer was decides what may run it.
+        await self._mark(PASS if answer.action == ACCEPT else REFUSED, call)
         return Approval(answer.action, answer.by, pause.id)
 
     async def _open(self, call: ToolCall, interaction: Interaction) -> Pause:

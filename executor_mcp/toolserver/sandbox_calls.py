@@ -45,7 +45,7 @@ class SandboxCalls:
 
     async def invoke(self, call: ToolCall, args: Any) -> Any:
         """Run `tools.<call.path>(args)` for the sandbox: a value, or a `ToolThrow` that throws there."""
-        self.run.refuse_if_declined_before(call)
+        await self.run.refuse_if_declined_before(call)
         called = CallContext(principal=self.owner, policies=self.policies, gate=self.gate(call))
         if self.audit is None:
             return await self.catalog.invoke(call.path, args, called)

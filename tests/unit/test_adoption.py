@@ -5,7 +5,7 @@ import attrs
 
 from executor_mcp.codec import converter, dumps
 from executor_mcp.config import Settings
-from executor_mcp.execution.journal import GATE, PASS, Head, Journal, Mark, Step, summary
+from executor_mcp.execution.journal import GATE, PASS, REFUSED, Head, Journal, Mark, Step, summary
 from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.runs import (
     ADOPTED,
@@ -71,6 +71,8 @@ def test_a_pause_past_its_window_lapsed() -> None:
 
 def test_a_call_let_through_or_an_execution_that_cannot_go_on_has_settled_and_does_not_move() -> None:
     assert judged(pause(), journal(Mark(GATE, 1), Mark(PASS, 1))) == SETTLED  # its tool may have run
+    # Declined, and the execution goes on (or ended, its records not forgotten yet): nobody may accept it now.
+    assert judged(pause(), journal(Mark(GATE, 1), Mark(REFUSED, 1))) == SETTLED
     assert judged(pause(), []) == SETTLED  # its journal was forgotten
     assert judged(pause(), [b"{not json"]) == SETTLED
     assert judged(pause(call_id=2), journal(Mark(GATE, 1))) == SETTLED  # not what it waits on
