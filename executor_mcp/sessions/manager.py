@@ -30,7 +30,7 @@ from executor_mcp.sessions.instance_lease import InstanceLease
 from executor_mcp.sessions.lifecycle import CONTENDED, Drain, Event, IdlePolicy, State, idle_verdict, listed_state
 from executor_mcp.sessions.session import Runtime, Session
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.interfaces import ExecutionJournals
+from executor_mcp.storage.interfaces import ExecutionJournals, Fence
 from executor_mcp.storage.records import EXECUTE_MODE, MODEL_ELICITATION, Owner, SessionMeta, SessionRecord
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.toolserver.registry import ToolFactory
@@ -470,8 +470,16 @@ class SessionManager:
             peek.stopped.set()
 
     async def _wipe(self, session_id: str) -> None:
+        """Everything of the session, its directory entry last (what start-up recovery finishes from)."""
+        await self._forget_shared(session_id)
         await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
         await self._control.sessions.delete_session(session_id)
+
+    async def _forget_shared(self, session_id: str) -> None:
+        """The session's executions in the shared store: with its file they would go with it; in the database
+        a pause left behind could still be adopted and run."""
+        if self._control.executions is not None:
+            await self._control.executions.of(session_id, self._fence).forget_executions()
 
     async def _recover(self) -> None:
         """Finish what a crash interrupted, before serving: wipes after the condemned marker, files that
@@ -487,6 +495,7 @@ class SessionManager:
             await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
         for session_id in sorted(listed - stored):
             log.warning("session %s is in the directory but has no file; removing it", session_id)
+            await self._forget_shared(session_id)
             await self._control.sessions.delete_session(session_id)
         for path in leftovers:
             log.info("removing %s, left over from an interrupted write", path.name)
@@ -629,7 +638,12 @@ class SessionManager:
         """Where the session keeps its durable executions: the shared store when there is one (so another
         instance can adopt a pause while this one is down), else its own file."""
         executions = self._control.executions
-        return file if executions is None else executions.of(session_id)
+        return file if executions is None else executions.of(session_id, self._fence)
+
+    @property
+    def _fence(self) -> Fence | None:
+        """What every write of a journal checks in the shared store: that this process still holds its lease."""
+        return None if self._lease is None else self._lease.fence
 
     def _is_mine(self, session_id: str) -> bool:
         """Whether `session_id` is a minted id whose home is this instance."""

@@ -19,6 +19,8 @@ passes the same contract suite (`tests/unit/storage_contract/`). What every back
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol, TypeVar
 
+import attrs
+
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
 from executor_mcp.storage.records import (
     ApiKeyRecord,
@@ -167,12 +169,22 @@ class Verdict(Protocol):
 V = TypeVar("V", bound=Verdict)
 
 
+@attrs.frozen
+class Fence:
+    """An instance's lease as its holder knows it (`InstanceLeases`): a write checked against it is refused
+    once another process holds the instance, so a process that lost its lease can no longer take a step."""
+
+    instance: str
+    holder: str
+
+
 class SharedExecutions(Protocol):
     """Every session's durable executions in one store that every instance reaches (PostgreSQL): a pause made
     on one instance can be resumed from a session on another, while its home is down or serving."""
 
-    def of(self, session_id: str) -> ExecutionJournals:
-        """One session's executions, as its runtime keeps them."""
+    def of(self, session_id: str, fence: Fence | None = None) -> ExecutionJournals:
+        """One session's executions, as its runtime keeps them; with a `fence`, a journal write is refused
+        (`ExecutionMoved`) unless that lease is held and live."""
 
     async def adopt(self, pause_id: str, into: str, judge: Callable[[bytes, list[bytes]], V]) -> V | None:
         """Move the execution that pause `pause_id` waits on, with its journal and pauses, to session `into`,

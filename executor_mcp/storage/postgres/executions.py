@@ -7,14 +7,16 @@ forgotten by name, as in a session's file). Every write of a journal locks its `
 checks that the writing session still holds it; adopting locks the same row, so an adoption and the old
 holder's next step are ordered: either the step commits first (and the adopter sees a call no longer waiting
 for its answer, and does not move it) or the adoption does (and the step raises `ExecutionMoved`, so the old
-holder stops before its tool runs). A tool runs once, whichever instance resumes it.
+holder stops before its tool runs). A tool runs once, whichever instance resumes it. A session's writes are
+also fenced by its process's instance lease (`instances.py`): a process whose lease another has taken can no
+longer take a step, even of a journal its session still holds (the successor revives the same sessions).
 """
 
 from collections.abc import Callable
 
 import psycopg
 
-from executor_mcp.storage.interfaces import ExecutionMoved, V
+from executor_mcp.storage.interfaces import ExecutionMoved, Fence, V
 from executor_mcp.storage.postgres.database import Database
 
 HEAD = 0  # the number of a journal's first record, which only the write that creates it holds
@@ -44,14 +46,29 @@ def _records(connection: psycopg.Connection, key: str) -> list[bytes]:
     return [bytes(row[0]) for row in rows]
 
 
+def _check_fence(connection: psycopg.Connection, fence: Fence | None) -> None:
+    """The lease must still name the writer: expired but not taken is still its (a database outage longer than
+    the lease must not lose the steps that follow it). Locked `FOR SHARE` until the write commits, so a takeover
+    waits for it, and the successor then reads this step."""
+    if fence is None:
+        return
+    row = connection.execute(
+        "SELECT holder FROM instance_leases WHERE instance_id = %s FOR SHARE", (fence.instance,)
+    ).fetchone()
+    if row is None or row[0] != fence.holder:
+        raise ExecutionMoved(f"instance {fence.instance} is served by another process")
+
+
 def _keep(
     connection: psycopg.Connection,
     session_id: str,
+    fence: Fence | None,
     key: str,
     records: list[tuple[int, bytes]],
     pauses: dict[str, bytes],
 ) -> None:
     holder = _holder(connection, key)
+    _check_fence(connection, fence)
     if holder is None and any(seq == HEAD for seq, _ in records):
         connection.execute(
             "INSERT INTO executions (execution_key, session_id) VALUES (%s, %s) ON CONFLICT (execution_key) DO NOTHING",
@@ -92,12 +109,15 @@ def _forget(connection: psycopg.Connection, session_id: str, key: str, pause_ids
 
 
 def _forget_all(connection: psycopg.Connection, session_id: str) -> None:
-    connection.execute(
-        "DELETE FROM execution_records WHERE execution_key IN"
-        " (SELECT execution_key FROM executions WHERE session_id = %s)",
-        (session_id,),
-    )
-    connection.execute("DELETE FROM executions WHERE session_id = %s", (session_id,))
+    """The journals' rows first (locking them, as an adoption does), then the records of what was deleted: a
+    journal adopted meanwhile is no longer this session's and keeps its records."""
+    keys = [
+        row[0]
+        for row in connection.execute(
+            "DELETE FROM executions WHERE session_id = %s RETURNING execution_key", (session_id,)
+        ).fetchall()
+    ]
+    connection.execute("DELETE FROM execution_records WHERE execution_key = ANY(%s)", (keys,))
     connection.execute("DELETE FROM execution_pauses WHERE session_id = %s", (session_id,))
 
 
@@ -129,15 +149,16 @@ def _adopt(
 class PgSessionExecutions:
     """One session's share: what its runtime reads and writes, checked against the holder of each journal."""
 
-    def __init__(self, database: Database, session_id: str) -> None:
+    def __init__(self, database: Database, session_id: str, fence: Fence | None) -> None:
         self._database = database
         self._session_id = session_id
+        self._fence = fence
 
     async def keep_execution(
         self, key: str, records: list[tuple[int, bytes]], pauses: dict[str, bytes] | None = None
     ) -> None:
         await self._database.transact(
-            lambda connection: _keep(connection, self._session_id, key, records, pauses or {})
+            lambda connection: _keep(connection, self._session_id, self._fence, key, records, pauses or {})
         )
 
     async def journal(self, key: str) -> list[bytes]:
@@ -163,8 +184,8 @@ class PgExecutions:
     def __init__(self, database: Database) -> None:
         self._database = database
 
-    def of(self, session_id: str) -> PgSessionExecutions:
-        return PgSessionExecutions(self._database, session_id)
+    def of(self, session_id: str, fence: Fence | None = None) -> PgSessionExecutions:
+        return PgSessionExecutions(self._database, session_id, fence)
 
     async def adopt(self, pause_id: str, into: str, judge: Callable[[bytes, list[bytes]], V]) -> V | None:
         return await self._database.transact(lambda connection: _adopt(connection, pause_id, into, judge))

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.interfaces import ExecutionMoved, InstanceLeases, SharedExecutions
+from executor_mcp.storage.interfaces import ExecutionMoved, Fence, InstanceLeases, SharedExecutions
 from tests.postgres import PostgresServer
 from tests.unit.storage_contract.conftest import EACH, two_planes
 
@@ -177,3 +177,21 @@ async def test_of_many_processes_taking_one_free_lease_at_once_one_gets_it(
     assert results.count(None) == 1
     winner = {holder for holder in results if holder is not None}
     assert len(winner) == 1
+
+
+async def test_a_fenced_write_needs_the_lease_to_name_its_writer(two: tuple[ControlPlane, ControlPlane]) -> None:
+    """A process whose instance another process took can take no more steps, even of journals its session
+    still holds; one whose lease only ran out (nobody took it) still can."""
+    home, elsewhere = two
+    fence = Fence("a", "host-1:/srv/a")
+    journals = shared(home).of(A, fence)
+    with pytest.raises(ExecutionMoved):  # no lease at all
+        await journals.keep_execution("e1", [(0, b"head")], {"p1": b"pause"})
+    assert await leases(home).acquire("a", "host-1:/srv/a", 0.1) is None
+    await journals.keep_execution("e1", [(0, b"head")], {"p1": b"pause"})
+    await trio.sleep(0.2)  # expired, not taken
+    await journals.keep_execution("e1", [(1, b"after an outage")])
+    assert await leases(elsewhere).acquire("a", "host-2:/srv/a", 30.0) is None
+    with pytest.raises(ExecutionMoved):
+        await journals.keep_execution("e1", [(2, b"a step of a process that lost its instance")])
+    assert await shared(home).of(A).journal("e1") == [b"head", b"after an outage"]
