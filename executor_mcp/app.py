@@ -340,10 +340,15 @@ async def _serve(
 
     try:
         async with trio.open_nursery() as root:
+
+            async def keep_lease() -> None:
+                await lease.keep()
+                stop.set()  # another process serves this instance now: this one stops, as on SIGTERM
+
+            root.start_soon(keep_lease)  # first: a slow start-up must not let the lease lapse
             await root.start(pool.run)
             await root.start(audit.run)
             await root.start(manager.run)
-            root.start_soon(lease.keep)
             root.start_soon(integrations.discoveries.refresh_stale)
 
             async def http(task_status: trio.TaskStatus[list[str]]) -> None:
@@ -359,13 +364,22 @@ async def _serve(
     finally:
         with trio.CancelScope(shield=True):
             await once("releasing the instance's lease", lease.release)
+    if lease.lost_to is not None:
+        raise ConfigError(
+            f"--instance-id {settings.instance_id} is now served by another process ({lease.lost_to}); this one stopped"
+        )
 
 
 async def serve_until_signalled(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT. Once listening, announce the endpoint and the console on stderr (each on its
     own line: scripts wait for the `MCP:` line), and the URL in the data dir's lock file, for `doctor`."""
     async with trio.open_nursery() as nursery:
-        running: Running = await nursery.start(partial(serve, settings))
+
+        async def served(task_status: trio.TaskStatus[Running]) -> None:
+            await serve(settings, task_status=task_status)
+            nursery.cancel_scope.cancel()  # it may stop on its own (it lost its instance): stop waiting for signals
+
+        running: Running = await nursery.start(served)
         ownership.announce(settings.data_dir, running.url)
         print(f"MCP: {running.mcp_url}\nConsole: {running.url}/", file=sys.stderr, flush=True)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

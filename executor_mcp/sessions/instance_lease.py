@@ -21,12 +21,13 @@ from pathlib import Path
 import trio
 
 from executor_mcp.config import ConfigError
-from executor_mcp.storage.interfaces import InstanceLeases
+from executor_mcp.storage.interfaces import Fence, InstanceLeases
 
 log = logging.getLogger(__name__)
 
 TTL = 10.0  # how long a lease lasts without renewal (seconds)
 RENEW = 2.0  # how often its holder renews it
+RELEASE_BOUND = 2.0  # how long a shutdown waits to give it up
 
 
 def holder_name(data_dir: Path) -> str:
@@ -50,10 +51,16 @@ class InstanceLease:
         self._holder = holder
         self._clock = clock
         self._valid_until = 0.0
+        self.lost_to: str | None = None  # who took the lease, once another process did
 
     @property
     def held(self) -> bool:
         return self._leases is None or self._clock() < self._valid_until
+
+    @property
+    def fence(self) -> Fence | None:
+        """What shared writes check against (`SharedExecutions.of`); None without a shared database."""
+        return None if self._leases is None else Fence(self._instance, self._holder)
 
     async def acquire(self) -> None:
         """Take the lease before serving, waiting out another holder's for at most `TTL` and one renewal;
@@ -74,11 +81,11 @@ class InstanceLease:
             await trio.sleep(RENEW / 2)
 
     async def keep(self) -> None:
-        """Renew the lease for as long as the server runs. A renewal that fails (the database is out of reach)
-        is tried again at the next turn; once the lease has run out, sessions are refused until one succeeds.
-        A lease found taken by another process is lost for good: this one stops serving its sessions."""
+        """Renew the lease for as long as the server runs; return only when it is lost for good (taken by
+        another process), and the server then stops. A renewal that fails (the database is out of reach) is
+        tried again at the next turn; once the lease has run out, sessions are refused until one succeeds."""
         if self._leases is None:
-            return
+            await trio.sleep_forever()
         while True:
             await trio.sleep(RENEW)
             try:
@@ -88,12 +95,16 @@ class InstanceLease:
                 continue
             if holder is not None:
                 log.error("instance %s is now served by %s; this process stops serving it", self._instance, holder)
+                self.lost_to = holder
                 return
 
     async def release(self) -> None:
+        """Give the lease up at a clean shutdown, so a successor elsewhere need not wait for it to expire;
+        bounded, as a database out of reach must not hold the shutdown."""
         if self._leases is not None and self.held:
             self._valid_until = 0.0
-            await self._leases.release(self._instance, self._holder)
+            with trio.move_on_after(RELEASE_BOUND):
+                await self._leases.release(self._instance, self._holder)
 
     async def _renew(self) -> str | None:
         assert self._leases is not None

@@ -275,9 +275,9 @@ class ExecutorTools:
         window closed while the server was down are expired (a late resume hears so) and forgotten."""
         return await self._bring_back(context)
 
-    async def _bring_back(self, context: ToolContext, only: str | None = None) -> float:
-        """Revive the session's kept executions (only execution `only`, one just adopted, if given); until when
-        the latest revived pause waits (0 when none)."""
+    async def _bring_back(self, context: ToolContext, only: str | None = None, admitted: Slot | None = None) -> float:
+        """Revive the session's kept executions (only execution `only`, one just adopted, if given, in its
+        `admitted` place); until when the latest revived pause waits (0 when none)."""
         store = context.store
         kept, dead = await kept_executions(store, only)
         now, latest = time.time(), 0.0
@@ -306,7 +306,8 @@ class ExecutorTools:
                 self.approvals.settle_kept(pause.pause(), failed)
                 dead.append(forget)
                 continue
-            run = self.new_run(self.admission.readmit(context.session.owner), context, execution.journal)
+            slot, admitted = admitted or self.admission.readmit(context.session.owner), None
+            run = self.new_run(slot, context, execution.journal)
             run.revived(execution)
             self.start(run, execution.journal.head, context)
             latest = max(latest, pause.expires_at)
@@ -330,27 +331,42 @@ class ExecutorTools:
         if adopting is not None:
             await adopting.wait()
             return None
+        slot = self.admission.admit(owner)  # it runs here from now on: it takes one of the owner's places
+        if isinstance(slot, Refusal):
+            return refusal_result(slot)
         done = self._adopting[execution_id] = trio.Event()
+        revived = False
         try:
-            session_id = context.session.session_id
-            verdict = await self.executions.adopt(execution_id, session_id, AdoptionJudge(owner, time.time()))
-            if verdict is None:
-                return None
-            if verdict.outcome == FORBIDDEN:
-                return forbidden_result(execution_id)
-            if verdict.outcome == LAPSED:
-                return expired_result(execution_id, self.approvals.approval_window)
-            if verdict.outcome == SETTLED:
-                return settled_result(execution_id)
-            note(execution_id=execution_id)
-            log.info("paused execution %s adopted by session %s", execution_id, session_id[:12])
-            until = await self._bring_back(context, only=verdict.execution)
-            if until:
-                await context.pause_kept(until)
-            return None
+            # Shielded: once the execution has moved, this session must revive it and say it keeps a pause, or
+            # nobody would (its old session no longer holds it). Each step is bounded by the store's timeout.
+            with trio.CancelScope(shield=True):
+                refused, revived = await self._adopted(execution_id, context, slot)
+            return refused
         finally:
+            if not revived:  # else the revived run holds the place, and gives it back when it ends
+                slot.release()
             del self._adopting[execution_id]
             done.set()
+
+    async def _adopted(self, execution_id: str, context: ToolContext, slot: Slot) -> tuple[JsonObject | None, bool]:
+        """Why the pause cannot be adopted, or None; and whether a run revived here took `slot`."""
+        assert self.executions is not None
+        owner, session_id = context.session.owner, context.session.session_id
+        verdict = await self.executions.adopt(execution_id, session_id, AdoptionJudge(owner, time.time()))
+        if verdict is None:
+            return None, False
+        if verdict.outcome == FORBIDDEN:
+            return forbidden_result(execution_id), False
+        if verdict.outcome == LAPSED:
+            return expired_result(execution_id, self.approvals.approval_window), False
+        if verdict.outcome == SETTLED:
+            return settled_result(execution_id), False
+        note(execution_id=execution_id)
+        log.info("paused execution %s adopted by session %s", execution_id, session_id[:12])
+        until = await self._bring_back(context, only=verdict.execution, admitted=slot)
+        if until:  # a run was revived (its pause waits until then), in `slot`
+            await once("noting an adopted pause", functools.partial(context.pause_kept, until))
+        return None, bool(until)
 
     # -- resume -------------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import httpx
+import psycopg
 import pytest
 import trio
 
@@ -41,6 +42,8 @@ PROPAGATION = 1.0
 AUDIT_BOUND = 10.0
 # How long a proxy may take to route to an instance that came back (HAProxy: its next health check).
 RETURN_BOUND = 10.0
+# How long a process takes to see that another took its instance (its next renewal) and to stop.
+LEASE_LOSS_BOUND = 15.0
 
 
 @attrs.define
@@ -359,6 +362,34 @@ async def test_a_2026_client_answers_a_question_asked_by_a_killed_instance_throu
         counting = call_body("count", "execute", {"code": COUNT_CREATED}, capabilities=FORM)
         counted = wire_result(await send(http, cluster.proxy + native, counting, **ALICE), "count")
         assert "created 1" in text(counted)
+
+
+async def test_a_pause_of_a_session_that_ended_is_not_adopted(cluster: Cluster) -> None:
+    """A deleted session's file takes its executions with it; in the database they go too, or a resume
+    elsewhere would run what its session's end cancelled."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        homes = await sessions_on_both(http, cluster)
+        execution_id = await paused_on(http, cluster.direct("a"), homes["a"])
+        deleted = await http.delete(cluster.direct("a") + "/mcp", headers={"mcp-session-id": homes["a"], **ALICE})
+        assert deleted.status_code == 200, deleted.text
+        late = await resume(http, cluster.direct("b"), homes["b"], execution_id)
+        assert late["structuredContent"]["status"] == "execution_not_found", late
+        assert "created 0" in await created(http, cluster.direct("b"), homes["b"])
+
+
+async def test_a_process_whose_instance_another_process_took_stops(cluster: Cluster) -> None:
+    """Its lease names another holder now (an operator started the instance elsewhere): it stops serving (the
+    same drain as on SIGTERM) and exits saying why, instead of serving sessions the other process serves too."""
+    with psycopg.connect(cluster.url, autocommit=True) as connection:
+        connection.execute(
+            "UPDATE instance_leases SET holder = 'elsewhere:/srv/a', expires_at = clock_timestamp() + interval '1 hour'"
+            " WHERE instance_id = 'a'"
+        )
+    with trio.fail_after(LEASE_LOSS_BOUND):
+        code = await cluster.servers["a"].wait()
+    assert code == 2  # a configuration error: one instance id, two processes
+    said = bytes(cluster.servers["a"].stderr)
+    assert b"--instance-id a is now served by another process (elsewhere:/srv/a); this one stopped" in said
 
 
 async def test_the_command_prints_what_the_cluster_runs() -> None:
