@@ -67,13 +67,13 @@ def connection_json(record: ConnectionRecord, *, full: bool = True) -> JsonObjec
         "address": record.address,
         "identityLabel": record.identity_label,
         "description": record.description,
-        "expiresAt": None,
-        "oauthClient": None,
-        "oauthClientOwner": None,
-        "oauthScope": None,
+        "expiresAt": None if record.expires_at is None else round(record.expires_at * 1000),
+        "oauthClient": record.oauth_client,
+        "oauthClientOwner": record.oauth_client_owner,
+        "oauthScope": record.oauth_scope,
     }
     if full:
-        body["missingOAuthScopes"] = []
+        body["missingOAuthScopes"] = list(record.missing_scopes)
         body["lastHealth"] = _last_health(record)
     return body
 

@@ -177,6 +177,16 @@ class ConnectionRecord:
     source_hash: str | None = None
     tools_synced_at: float | None = None
     sync_error: str | None = None
+    # Set for an OAuth connection: the client its tokens were issued to (whose owner may differ from the
+    # connection's: an org's client serves its members' own connections), when the access token expires
+    # (epoch seconds; None: never said), what was granted, what was asked and not granted, and when it was
+    # last refreshed. Its `item_ids` hold `token` and, when one was issued, `refresh`.
+    oauth_client: str | None = None
+    oauth_client_owner: str | None = None
+    expires_at: float | None = None
+    oauth_scope: str | None = None
+    missing_scopes: tuple[str, ...] = ()
+    refreshed_at: float | None = None
 
     @property
     def address(self) -> str:
