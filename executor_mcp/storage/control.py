@@ -23,6 +23,7 @@ from executor_mcp.storage.interfaces import (
     Closable,
     DataDirFacts,
     InstanceLeases,
+    OAuthStore,
     OrgStore,
     PausedDirectory,
     PolicyStore,
@@ -35,6 +36,7 @@ from executor_mcp.storage.interfaces import (
 from executor_mcp.storage.lmdb.audit import LmdbAudit
 from executor_mcp.storage.lmdb.catalog import LmdbCatalog
 from executor_mcp.storage.lmdb.console import LmdbDataDirFacts, LmdbSigningKeys, LmdbSignIns
+from executor_mcp.storage.lmdb.oauth import LmdbOAuth
 from executor_mcp.storage.lmdb.orgs import LmdbApiKeys, LmdbOrgs
 from executor_mcp.storage.lmdb.policies import LmdbPolicies
 from executor_mcp.storage.lmdb.secrets import LmdbSecrets
@@ -46,12 +48,14 @@ from executor_mcp.storage.postgres.database import Database
 from executor_mcp.storage.postgres.executions import PgExecutions
 from executor_mcp.storage.postgres.instances import PgInstanceLeases
 from executor_mcp.storage.postgres.migrations import migrate
+from executor_mcp.storage.postgres.oauth import PgOAuth
 from executor_mcp.storage.postgres.orgs import PgApiKeys, PgOrgs
 from executor_mcp.storage.postgres.policies import PgPolicies
 from executor_mcp.storage.postgres.secrets import PgSecrets
 from executor_mcp.storage.postgres.sessions import PgPausedDirectory, PgSessionDirectory
 
 CONTROL_FILE = "control.mdb"
+# Named databases one environment may open: the stores' 21 and the 3 legacy ones an upgrade drops, with room.
 _MAX_DBS = 32
 
 
@@ -71,6 +75,7 @@ class ControlPlane:
     facts: DataDirFacts
     catalog: CatalogStore
     secrets: SecretStore
+    oauth: OAuthStore
     backend: Closable  # what the stores share and `close` releases
     # Only on a backend several instances share: their durable executions (else each session's file keeps its
     # own), and which process serves each instance id (else the data dir's `server.lock` is the only lease).
@@ -101,6 +106,7 @@ class ControlPlane:
             facts=LmdbDataDirFacts(env),
             catalog=LmdbCatalog(env),
             secrets=LmdbSecrets(env),
+            oauth=LmdbOAuth(env),
             backend=env,
         )
 
@@ -127,6 +133,7 @@ class ControlPlane:
             facts=PgDataDirFacts(database),
             catalog=PgCatalog(database),
             secrets=PgSecrets(database),
+            oauth=PgOAuth(database),
             backend=database,
             executions=PgExecutions(database),
             leases=PgInstanceLeases(database),

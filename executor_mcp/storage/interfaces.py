@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 import attrs
 
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
+from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage.records import (
     ApiKeyRecord,
     ConsoleLinkRecord,
@@ -414,6 +415,45 @@ class SecretStore(Transferable, Protocol):
 
     async def secret_items(self, org_id: str, account_id: str) -> list[str]:
         """The ids of one partition's items, sorted."""
+
+
+class OAuthStore(Transferable, Protocol):
+    """OAuth clients (per org, owned by the org or one account) and the sign-in flows in progress.
+
+    A client is keyed (org, owner, account, slug), the account empty for what the org owns (`ORG_OWNER`), as
+    connections are. A flow is keyed by the digest of its `state` and counted per (org, account) that started it.
+    `Transferable` moves the clients only: a flow lives minutes, and a sign-in in progress during a move is
+    started again. A record holding a NUL in any text is `InvalidInput` on every backend (PostgreSQL's `jsonb`
+    holds none), so what one backend stores, the other can."""
+
+    async def put_client(self, record: OAuthClientRecord) -> None:
+        """Create or replace the client keyed (org, owner, account, slug). `InvalidInput` for an owner and account
+        that do not fit together (`ORG_OWNER` with an account, `USER_OWNER` without one, another owner)."""
+
+    async def get_client(self, org_id: str, owner: str, account_id: str, slug: str) -> OAuthClientRecord | None:
+        """One client; for `ORG_OWNER` the account is ignored. None when there is none or it is unreadable."""
+
+    async def clients(self, org_id: str, account_id: str) -> list[OAuthClientRecord]:
+        """What `account_id` sees in the org: the org's clients and its own (never another account's), sorted by
+        (owner, slug); an empty account sees the org's alone."""
+
+    async def remove_client(self, org_id: str, owner: str, account_id: str, slug: str) -> OAuthClientRecord | None:
+        """Remove one client (for `ORG_OWNER` the account is ignored) and return it; None when there was none,
+        or when it was unreadable (removed all the same, and logged)."""
+
+    async def put_flow(self, record: OAuthFlowRecord, max_per_account: int, now: float) -> bool:
+        """Keep a new flow (replacing one under the same digest), in one transaction that first deletes the
+        flows of its account (org, account) that expired by `now` and counts the others: False, and nothing else
+        written, when that account already holds `max_per_account` flows not expired at `now`. Two processes
+        putting flows of one account at once never leave it more than `max_per_account`."""
+
+    async def take_flow(self, state_digest: str, now: float) -> OAuthFlowRecord | None:
+        """The flow, if it has not expired by `now`, removed in the same transaction: of two processes taking
+        one flow at once, one gets it. A flow is taken once, expired (then None) or not; None too when there is
+        none or it is unreadable (removed all the same)."""
+
+    async def sweep_flows(self, now: float) -> int:
+        """Delete every flow that expired by `now`, readable or not, of every account; how many."""
 
 
 class Closable(Protocol):

@@ -4,7 +4,8 @@ copied from one `ControlPlane` into an empty one, then checked on both sides.
 Each domain moves through its store's `Transferable` methods, in the form every backend shares
 (`storage/exported.py`): signing keys as they are (existing console sign-ins, approval `requestState`s and
 workspace ids stay valid), secret items sealed as they are (the target's instances open them with the same
-master key), the catalog with its sources, compiled catalogs and discovered state. What the check compares is
+master key), the catalog with its sources, compiled catalogs and discovered state, the OAuth clients (not the
+sign-ins in progress: each lives minutes, and one cut short is started again). What the check compares is
 each domain's export from the source and from the target: their counts, and a digest over the records, which
 match only when every record arrived whole.
 
@@ -36,6 +37,7 @@ DOMAINS: dict[str, Callable[[ControlPlane], Transferable]] = {
     "data_dir_facts": lambda plane: plane.facts,
     "catalog": lambda plane: plane.catalog,
     "secrets": lambda plane: plane.secrets,
+    "oauth_clients": lambda plane: plane.oauth,
 }
 
 

@@ -15,6 +15,7 @@ from executor_mcp.storage.postgres import (
     console,
     executions,
     instances,
+    oauth,
     orgs,
     policies,
     secrets,
@@ -45,6 +46,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         + secrets.TABLES,
     ),
     Migration(2, "durable executions and instance leases", executions.TABLES + instances.TABLES),
+    Migration(3, "oauth clients and flows", oauth.TABLES),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -19,6 +19,7 @@ from executor_mcp.storage.interfaces import (
     CatalogStore,
     DataDirFacts,
     ExecutionJournals,
+    OAuthStore,
     OrgStore,
     PausedDirectory,
     PolicyStore,
@@ -199,3 +200,8 @@ def catalog(plane: ControlPlane) -> CatalogStore:
 @pytest.fixture
 def secrets(plane: ControlPlane) -> SecretStore:
     return plane.secrets
+
+
+@pytest.fixture
+def oauth(plane: ControlPlane) -> OAuthStore:
+    return plane.oauth

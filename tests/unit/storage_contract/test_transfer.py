@@ -7,6 +7,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage import transfer
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import ApiKeyRecord, ConsoleLinkRecord, PolicyRecord
@@ -16,6 +17,40 @@ from tests.unit.storage_contract.conftest import CONTROL_PLANES
 AUDIT = [(b"org-a:0001", b"first"), (b"org-a:0002", b"second"), (b"org-b:0001", b"other org")]
 KEY = ApiKeyRecord(key_id="k1", account_id="alice", org_id="acme", created_at=1.0, admin=True)
 LINK = ConsoleLinkRecord(account_id="alice", org_id="acme", admin=False, created_at=1.0, expires_at=10**10)
+OAUTH_CLIENTS = [
+    OAuthClientRecord(
+        org_id="acme",
+        owner=owner,
+        account_id=account,
+        slug="github",
+        grant="authorization_code",
+        authorization_url="https://auth.example/authorize",
+        token_url="https://auth.example/token",
+        client_id=f"client-{owner}",
+        token_auth_method="client_secret_basic",
+        created_at=1.0,
+        secret_item=f"oauth-client:{owner}:github",
+        issuer="https://auth.example",
+    )
+    for owner, account in (("org", ""), ("user", "alice"))
+]
+FLOW = OAuthFlowRecord(
+    state_digest="state-digest",
+    org_id="acme",
+    account_id="alice",
+    org_admin=False,
+    client_owner="org",
+    client_slug="github",
+    owner="user",
+    integration="github",
+    name="mine",
+    template="oauth2-0",
+    redirect_uri="https://executor.example/oauth/callback",
+    code_verifier="verifier",
+    scopes=("repo",),
+    created_at=1.0,
+    expires_at=10**10,
+)
 
 
 def rule(policy_id: str, org: str, account: str | None) -> PolicyRecord:
@@ -54,6 +89,9 @@ async def populate(plane: ControlPlane) -> dict[str, bytes]:
     assert discovered is not None
     await plane.secrets.put_secret_items("acme", "", {"connection:org:github:main:token": b"v1.sealed"})
     await plane.secrets.put_secret_items("acme", "alice", {"connection:user:github:mine:token": b"v1.mine"})
+    for client in OAUTH_CLIENTS:
+        await plane.oauth.put_client(client)
+    assert await plane.oauth.put_flow(FLOW, 1, now=2.0)  # a sign-in in progress: it does not move
     return {
         "console": await plane.signing_keys.console_key(),
         "request_state": await plane.signing_keys.request_state_key(),
@@ -102,6 +140,10 @@ async def test_a_copy_serves_every_domain_as_the_source_did(
         assert await target.secrets.get_secret_item("acme", "", "connection:org:github:main:token") == b"v1.sealed"
         assert await target.secrets.secret_items("acme", "alice") == ["connection:user:github:mine:token"]
         assert await target.sign_ins.take_console_link("link-digest", now=3.0) == LINK
+        assert await target.oauth.clients("acme", "alice") == OAUTH_CLIENTS
+        assert await target.oauth.clients("acme", "bob") == OAUTH_CLIENTS[:1]
+        assert await target.oauth.take_flow(FLOW.state_digest, now=3.0) is None
+        assert await plane.oauth.take_flow(FLOW.state_digest, now=3.0) == FLOW
 
         # The holders were counted anew: the last one out deletes a source, and no sooner.
         assert await target.catalog.remove_connection("acme", "org", "", "github", "main") is not None
@@ -143,8 +185,10 @@ async def test_a_difference_after_the_copy_is_found(
             "beta", None, lambda rules: ([attrs.evolve(rules[0], action="allow")], [], None)
         )
         await target.orgs.note_org("extra", 3.0)
+        await target.oauth.remove_client("acme", "user", "alice", "github")
         failed = {check.domain: check for check in await transfer.verify(plane, target) if not check.verified}
-        assert set(failed) == {"secrets", "policies", "orgs"}
+        assert set(failed) == {"secrets", "policies", "orgs", "oauth_clients"}
+        assert (failed["oauth_clients"].missing, failed["oauth_clients"].extra) == (1, 0)
         assert (failed["secrets"].missing, failed["secrets"].changed, failed["secrets"].extra) == (1, 0, 0)
         assert (failed["policies"].missing, failed["policies"].changed, failed["policies"].extra) == (0, 1, 0)
         assert (failed["orgs"].missing, failed["orgs"].changed, failed["orgs"].extra) == (0, 0, 1)
@@ -158,6 +202,8 @@ async def test_an_import_of_records_in_no_exported_form_writes_nothing(plane: Co
         await plane.orgs.import_records([(b'"acme"', b"{}"), (b"not a key", b"{}")])
     with pytest.raises(ValueError, match="not an exported catalog record"):
         await plane.catalog.import_records([(b'"nothing"\x00"h"', b"x")])
+    with pytest.raises(ValueError, match="not an exported OAuthClientRecord"):
+        await plane.oauth.import_records([(b'"acme"\x00"org"\x00""\x00"github"', b"{}")])
     with pytest.raises(ValueError, match="not a signing key"):
         await plane.signing_keys.import_records([(b'"not-a-signing-key"', b"k" * 32)])
     assert await transfer.held(plane) == {}
