@@ -225,10 +225,14 @@ async def serve(
         try:
             # What this server lets the data dir's records do, for the admin commands on it to do the same.
             await control.facts.record_data_dir_facts(data_dir_facts(settings))
-            async with httpx.AsyncClient() as http_client, open_integrations(settings, control) as integrations:
+            public = PublicUrl(settings.public_url or "")  # set from the bound address when no --public-url
+            async with (
+                httpx.AsyncClient() as http_client,
+                open_integrations(settings, control, lambda: public.value) as integrations,
+            ):
                 book = HandoffBook() if handoffs is None else handoffs
                 front = front or partial(_hypercorn_front, settings)
-                await _serve(settings, control, http_client, integrations, tools, book, front, task_status)
+                await _serve(settings, control, http_client, integrations, tools, book, front, public, task_status)
         finally:
             with trio.CancelScope(shield=True):
                 await control.close()
@@ -244,6 +248,7 @@ async def _serve(
     tools: ToolFactory | None,
     handoffs: HandoffBook,
     front: Front,
+    public: PublicUrl,
     task_status: trio.TaskStatus[Running],
 ) -> None:
     pool = WorkerPool(max_workers=settings.sandbox_workers)
@@ -256,7 +261,6 @@ async def _serve(
         metrics.count_tool_call(integration_of(record.tool), record.outcome)
         await audit.record(record)
 
-    public = PublicUrl(settings.public_url or "")
     links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
     catalog = build_catalog(integrations, links)
     # The pauses waiting for an approval: the MCP tools open and resume them, the console's approvals pages

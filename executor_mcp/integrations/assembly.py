@@ -1,7 +1,7 @@
 """The integrations service as the server and the admin commands build it from settings: the one place the
 kinds of integration are registered."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from executor_mcp.config import Settings
@@ -9,6 +9,8 @@ from executor_mcp.integrations.compiling import Compiler
 from executor_mcp.integrations.graphql.kind import GraphqlKind
 from executor_mcp.integrations.kinds import Kinds
 from executor_mcp.integrations.mcp.kind import McpKind
+from executor_mcp.integrations.oauth_clients import OAuthClients
+from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH, OAuthSignIns
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.openapi.sources import SpecSources
 from executor_mcp.integrations.service import Integrations
@@ -19,8 +21,11 @@ from executor_mcp.storage.control import ControlPlane
 
 
 @asynccontextmanager
-async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncIterator[Integrations]:
-    """The service, with the outbound HTTP client and the MCP sessions it owns for as long as the block runs."""
+async def open_integrations(
+    settings: Settings, control: ControlPlane, public_url: Callable[[], str] = lambda: ""
+) -> AsyncIterator[Integrations]:
+    """The service, with the outbound HTTP client and the MCP sessions it owns for as long as the block runs.
+    `public_url` is where browsers reach this server (OAuth's callback is under it), known once it listens."""
     async with Outbound(OutboundSettings.of(settings)) as outbound:
         secrets = standard_providers(control.secrets, await open_cipher(settings.data_dir), settings)
         compiler = Compiler()
@@ -37,6 +42,10 @@ async def open_integrations(settings: Settings, control: ControlPlane) -> AsyncI
             )
         )
         try:
-            yield Integrations(control.catalog, secrets, kinds, compiler)
+            clients = OAuthClients(control.oauth, secrets, outbound)
+            signins = OAuthSignIns(
+                control.oauth, control.catalog, secrets, outbound, clients, lambda: public_url() + OAUTH_CALLBACK_PATH
+            )
+            yield Integrations(control.catalog, secrets, kinds, compiler, oauth_clients=clients, oauth=signins)
         finally:
             await mcp.aclose()

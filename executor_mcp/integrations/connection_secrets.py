@@ -3,7 +3,7 @@ never kept: a value stays in its provider between uses)."""
 
 import logging
 
-from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
+from executor_mcp.records.integrations import TOKEN, ConnectionRecord, IntegrationRecord
 from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import SecretPartition, SecretProviders
 
@@ -19,7 +19,8 @@ async def credential_values(
         return {}
     partition = SecretPartition.of(connection)
     values: dict[str, str | None] = {}
-    for variable in method.inputs:
+    # An OAuth method places its access token itself (a bearer header); its refresh token is never sent.
+    for variable in (TOKEN,) if method.kind == "oauth2" else method.inputs:
         item = connection.item_ids.get(variable)
         try:
             values[variable] = None if item is None else await secrets.get(connection.provider, partition, item)

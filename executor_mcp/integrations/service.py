@@ -25,6 +25,8 @@ from executor_mcp.integrations.compiling import Compiler
 from executor_mcp.integrations.connections import Connections
 from executor_mcp.integrations.discovery import Discoveries
 from executor_mcp.integrations.kinds import Invocation, Kind, Kinds
+from executor_mcp.integrations.oauth_clients import OAuthClients
+from executor_mcp.integrations.oauth_signins import OAuthSignIns, RefreshFailed, refresh_failure
 from executor_mcp.integrations.validation import (
     MAX_DESCRIPTION_LENGTH,
     MAX_NAME_LENGTH,
@@ -59,8 +61,14 @@ class Integrations:
         kinds: Kinds,
         compiler: Compiler,
         *,
+        oauth_clients: OAuthClients | None = None,
+        oauth: OAuthSignIns | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`oauth_clients` and `oauth` (OAuth clients; sign-ins and fresh tokens) are absent only where no
+        OAuth connection can exist (tests of other parts)."""
+        self.oauth_clients = oauth_clients
+        self.oauth = oauth
         self._catalog = catalog
         self._secrets = secrets
         self._kinds = kinds
@@ -214,6 +222,11 @@ class Integrations:
 
     async def invoke(self, entry: ToolEntry, args: Any) -> JsonObject:
         integration, connection = entry.integration, entry.connection
+        if connection.oauth_client is not None and self.oauth is not None:
+            try:
+                connection = await self.oauth.fresh(connection)
+            except RefreshFailed as failed:
+                return refresh_failure(connection, failed)
         credentials = await self.connections.credentials(integration, connection)
         return await self._kinds.of(integration).invoke(
             Invocation(

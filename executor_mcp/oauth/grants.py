@@ -202,6 +202,10 @@ def missing_scopes(requested: Sequence[str], granted: Sequence[str]) -> tuple[st
     )
 
 
-def refresh_due(expires_at: float | None, now: float) -> bool:
-    """A token is refreshed a minute before it expires; one with no known expiry never is."""
-    return expires_at is not None and expires_at <= now + REFRESH_AHEAD
+def refresh_due(expires_at: float | None, now: float, issued_at: float | None = None) -> bool:
+    """A token is refreshed a minute before it expires, or halfway through its life when that is shorter (a
+    token that lives a minute is not refreshed on every call); one with no known expiry never is."""
+    if expires_at is None:
+        return False
+    ahead = REFRESH_AHEAD if issued_at is None else min(REFRESH_AHEAD, max(expires_at - issued_at, 0.0) / 2)
+    return expires_at <= now + ahead

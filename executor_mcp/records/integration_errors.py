@@ -95,3 +95,36 @@ class DiscoveryFailed(IntegrationError):
     tag = "ToolDiscoveryError"
     status = 502
     code = "tool_discovery_failed"
+
+
+class OAuthStartFailed(IntegrationError):
+    """A sign-in that cannot start: no such client, a template that is not OAuth, a client-credentials exchange
+    the server refused, too many sign-ins in progress."""
+
+    tag = "OAuthStartError"
+    code = "oauth_start_failed"
+
+
+class OAuthCompleteFailed(IntegrationError):
+    """A callback that does not complete its sign-in; `restartRequired` says whether only a new one can."""
+
+    tag = "OAuthCompleteError"
+    code = "oauth_complete_failed"
+
+
+class OAuthSessionNotFound(IntegrationError):
+    """No sign-in in progress has this state for this caller: unknown, taken already, expired, or another's."""
+
+    tag = "OAuthSessionNotFoundError"
+    status = 404
+    code = "oauth_session_not_found"
+
+
+class OAuthProbeFailed(IntegrationError):
+    tag = "OAuthProbeError"
+    code = "oauth_probe_failed"
+
+
+class OAuthRegistrationFailed(IntegrationError):
+    tag = "OAuthRegisterDynamicError"
+    code = "oauth_register_dynamic_failed"

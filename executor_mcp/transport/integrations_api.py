@@ -63,6 +63,7 @@ from executor_mcp.tools.typescript import signature
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.bodies import BodyRefused, read_json_object
 from executor_mcp.transport.discovery import API_PREFIX
+from executor_mcp.transport.oauth_api import OAuthHandlers
 
 # A management request is a few short fields; a spec route carries a whole OpenAPI document (GitHub's is
 # 13 MB as JSON text, more once escaped into a JSON string).
@@ -186,6 +187,19 @@ class IntegrationsApi:
                 graphql + "/config", "graphql_config", {"GET": self._graphql_config, "POST": self._configure_graphql}
             ),
             *self._mcp_routes(),
+            *self._oauth_routes(),
+        )
+
+    def _oauth_routes(self) -> tuple[_Route, ...]:
+        oauth = OAuthHandlers(self._integrations)
+        return (
+            _Route("/oauth/clients", "oauth_clients", {"GET": oauth.clients, "POST": oauth.create_client}),
+            _Route("/oauth/clients/register-dynamic", "oauth_register_dynamic", {"POST": oauth.register_dynamic}),
+            _Route("/oauth/clients/<slug>", "oauth_client", {"DELETE": oauth.remove_client}),
+            _Route("/oauth/start", "oauth_start", {"POST": oauth.start}),
+            _Route("/oauth/complete", "oauth_complete", {"POST": oauth.complete}),
+            _Route("/oauth/cancel", "oauth_cancel", {"POST": oauth.cancel}),
+            _Route("/oauth/probe", "oauth_probe", {"POST": oauth.probe}),
         )
 
     def _view(self, route: _Route) -> Callable[..., Awaitable[Response]]:

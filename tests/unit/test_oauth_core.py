@@ -254,6 +254,9 @@ def test_oauth_missing_scopes_and_when_to_refresh() -> None:
     assert not refresh_due(None, 1000.0)
     assert refresh_due(1059.0, 1000.0)
     assert not refresh_due(1061.0, 1000.0)
+    assert not refresh_due(1002.0, 1000.0, issued_at=999.0)  # a 3 s token: refreshed in its last 1.5 s
+    assert refresh_due(1001.0, 1000.0, issued_at=998.0)
+    assert refresh_due(1030.0, 1000.0, issued_at=400.0)  # a long one: in its last minute
 
 
 # -- dynamic registration ------------------------------------------------------------------------------

@@ -1,0 +1,336 @@
+"""An org's OAuth clients: registered by hand (an admin for the org's, anyone for their own), by the server
+itself (RFC 7591, reused per authorization server, resource and redirect URI), and found by probing an API for
+its authorization server (RFC 9728, then RFC 8414 or OpenID Connect discovery).
+
+A client's secret goes to the default secret store (sealed) the moment it arrives and is never answered again:
+summaries name the client, never its secret. Every OAuth endpoint is `https:` (or loopback `http:`) and every
+request goes through the outbound guard.
+"""
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.access import account_of, org_of, require_admin
+from executor_mcp.integrations.addresses import valid_slug
+from executor_mcp.integrations.validation import check_known, object_of, optional_text, text
+from executor_mcp.oauth.grants import ClientAuth
+from executor_mcp.oauth.metadata import (
+    AuthorizationServer,
+    MetadataError,
+    ProtectedResource,
+    authorization_server_urls,
+    endpoint_problem,
+    parse_authorization_server,
+    parse_protected_resource,
+    protected_resource_urls,
+)
+from executor_mcp.oauth.registration import RegistrationFailed, auth_method, read_registration, registration_request
+from executor_mcp.outbound.client import Outbound
+from executor_mcp.outbound.model import OutboundFailure
+from executor_mcp.records.integration_errors import (
+    InvalidInput,
+    OAuthProbeFailed,
+    OAuthRegistrationFailed,
+    OAuthStartFailed,
+)
+from executor_mcp.records.oauth import (
+    AUTH_NONE,
+    AUTH_POST,
+    AUTHORIZATION_CODE,
+    DYNAMIC,
+    GRANTS,
+    MANUAL,
+    TOKEN_AUTH_METHODS,
+    OAuthClientRecord,
+)
+from executor_mcp.secrets.providers import SecretPartition, SecretProviders
+from executor_mcp.storage.interfaces import OAuthStore
+from executor_mcp.storage.records import Owner as Principal
+
+OWNERS = ("org", "user")
+MAX_DOCUMENT_BYTES = 256 * 1024
+DISCOVERY_TIMEOUT = 20.0
+MAX_CLIENT_TEXT = 2048
+_CREATE_FIELDS = frozenset(
+    {
+        "owner",
+        "slug",
+        "authorizationUrl",
+        "tokenUrl",
+        "grant",
+        "clientId",
+        "clientSecret",
+        "resource",
+        "originIntegration",
+        "tokenEndpointAuthMethod",
+        "issuer",
+    }
+)
+_DYNAMIC_FIELDS = frozenset(
+    {
+        "owner",
+        "slug",
+        "issuer",
+        "registrationEndpoint",
+        "authorizationUrl",
+        "tokenUrl",
+        "resource",
+        "scopes",
+        "tokenEndpointAuthMethodsSupported",
+        "clientName",
+        "redirectUri",
+        "originIntegration",
+    }
+)
+
+
+def secret_item(owner: str, slug: str) -> str:
+    return f"oauth-client:{owner}:{slug}:secret"
+
+
+def client_summary(record: OAuthClientRecord) -> JsonObject:
+    """A client as the API lists it: never its secret."""
+    origin: JsonObject = {"kind": record.origin}
+    if record.origin == DYNAMIC:
+        origin["integration"] = record.origin_integration
+    return {
+        "owner": record.owner,
+        "slug": record.slug,
+        "grant": record.grant,
+        "authorizationUrl": record.authorization_url,
+        "tokenUrl": record.token_url,
+        "resource": record.resource,
+        "clientId": record.client_id,
+        "origin": origin,
+    }
+
+
+def _endpoint(values: JsonObject, field: str, *, required: bool = True) -> str | None:
+    value = values.get(field)
+    if value is None and not required:
+        return None
+    url = text(value, field)
+    problem = endpoint_problem(url)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}")
+    return url
+
+
+def _owner(values: JsonObject, principal: Principal, field: str = "owner") -> str:
+    owner = values.get(field, "user")
+    if owner not in OWNERS:
+        raise InvalidInput(f'{field} must be "org" or "user"')
+    if owner == "org":
+        require_admin(principal)
+    return str(owner)
+
+
+def _slug(values: JsonObject) -> str:
+    slug = values.get("slug")
+    if not valid_slug(slug):
+        raise InvalidInput("slug must be 1-64 letters, digits, '-' or '_'")
+    return str(slug)
+
+
+class OAuthClients:
+    def __init__(
+        self,
+        store: OAuthStore,
+        secrets: SecretProviders,
+        outbound: Outbound,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._secrets = secrets
+        self._outbound = outbound
+        self._clock = clock
+
+    async def create(self, principal: Principal, body: Any) -> OAuthClientRecord:
+        """Register a client by hand (upsert by owner and slug); its secret, if any, goes to the sealed store."""
+        values = object_of(body)
+        check_known(values, _CREATE_FIELDS)
+        org, owner, slug = org_of(principal), _owner(values, principal), _slug(values)
+        grant = values.get("grant", AUTHORIZATION_CODE)
+        if grant not in GRANTS:
+            raise InvalidInput(f"grant must be one of: {', '.join(GRANTS)}")
+        token_url = _endpoint(values, "tokenUrl")
+        authorization_url = _endpoint(values, "authorizationUrl", required=grant == AUTHORIZATION_CODE) or ""
+        if authorization_url and (authorization_url == token_url or "/.well-known/" in authorization_url):
+            raise InvalidInput(
+                "authorizationUrl must be the authorization endpoint, not the token endpoint or metadata"
+            )
+        client_id = text(values.get("clientId"), "clientId")
+        secret = optional_text(values, "clientSecret", MAX_CLIENT_TEXT) or None
+        method = values.get("tokenEndpointAuthMethod", AUTH_POST if secret else AUTH_NONE)
+        if method not in TOKEN_AUTH_METHODS or (method == AUTH_NONE) != (secret is None):
+            raise InvalidInput("tokenEndpointAuthMethod must fit the secret: none without one, else a secret method")
+        if len(client_id) > MAX_CLIENT_TEXT:
+            raise InvalidInput(f"clientId must be at most {MAX_CLIENT_TEXT} characters")
+        account = account_of(owner, principal)
+        item = secret_item(owner, slug) if secret else None
+        if secret and item:
+            await self._secrets.default_writable.set(SecretPartition(org, account), {item: secret})
+        record = OAuthClientRecord(
+            org_id=org,
+            owner=owner,
+            account_id=account,
+            slug=slug,
+            grant=str(grant),
+            authorization_url=authorization_url,
+            token_url=str(token_url),
+            client_id=client_id,
+            token_auth_method=str(method),
+            created_at=self._clock(),
+            secret_item=item,
+            resource=_endpoint(values, "resource", required=False),
+            origin=MANUAL,
+            origin_integration=optional_text(values, "originIntegration", 64),
+            issuer=_endpoint(values, "issuer", required=False),
+        )
+        await self._store.put_client(record)
+        return record
+
+    async def summaries(self, principal: Principal) -> list[JsonObject]:
+        org = principal.org_id
+        return (
+            [client_summary(record) for record in await self._store.clients(org, principal.account_id)] if org else []
+        )
+
+    async def get(self, principal: Principal, owner: str, slug: str) -> OAuthClientRecord:
+        record = None
+        if owner in OWNERS and valid_slug(slug):
+            record = await self._store.get_client(org_of(principal), owner, account_of(owner, principal), slug)
+        if record is None:
+            raise OAuthStartFailed(f"OAuth client not found: {slug[:64]}")
+        return record
+
+    async def remove(self, principal: Principal, owner: str, slug: str) -> None:
+        """Idempotent; connections made with the client keep working until their next refresh fails."""
+        if owner not in OWNERS:
+            raise InvalidInput('owner must be "org" or "user"')
+        if owner == "org":
+            require_admin(principal)
+        org, account = org_of(principal), account_of(owner, principal)
+        removed = await self._store.remove_client(org, owner, account, slug) if valid_slug(slug) else None
+        if removed is not None and removed.secret_item:
+            await self._secrets.default_writable.delete(SecretPartition(org, account), [removed.secret_item])
+
+    async def auth(self, record: OAuthClientRecord) -> ClientAuth:
+        """How the client proves itself at the token endpoint; its secret read from the sealed store."""
+        secret = None
+        if record.secret_item:
+            partition = SecretPartition(record.org_id, record.account_id)
+            secret = await self._secrets.default_writable.get(partition, record.secret_item)
+            if secret is None:
+                raise OAuthStartFailed(f"The secret of OAuth client {record.slug} cannot be read: register it again")
+        return ClientAuth(record.client_id, secret, record.token_auth_method)
+
+    # -- discovery and dynamic registration ------------------------------------------------------------
+
+    async def probe(self, url: str) -> tuple[ProtectedResource | None, AuthorizationServer]:
+        """The authorization server of the API at `url`: its protected-resource metadata names it (else `url`
+        is taken as the issuer), and its own metadata gives its endpoints."""
+        problem = endpoint_problem(url)
+        if problem is not None:
+            raise OAuthProbeFailed(f"url {problem}")
+        resource = None
+        for candidate in protected_resource_urls(url):
+            raw = await self._document(candidate)
+            if raw is not None:
+                try:
+                    resource = parse_protected_resource(raw, url)
+                    break
+                except MetadataError:
+                    continue
+        for issuer in resource.authorization_servers if resource is not None else (url,):
+            for candidate in authorization_server_urls(issuer):
+                raw = await self._document(candidate)
+                if raw is None:
+                    continue
+                try:
+                    return resource, parse_authorization_server(raw, issuer)
+                except MetadataError as exc:
+                    raise OAuthProbeFailed(f"OAuth discovery failed: {exc}") from None
+        raise OAuthProbeFailed(f"No OAuth authorization-server metadata found at {_origin(url)}")
+
+    async def _document(self, url: str) -> bytes | None:
+        try:
+            return await self._outbound.fetch(
+                url, accept="application/json", max_bytes=MAX_DOCUMENT_BYTES, timeout=DISCOVERY_TIMEOUT
+            )
+        except OutboundFailure:
+            return None
+
+    async def register_dynamic(self, principal: Principal, body: Any, redirect_uri: str) -> OAuthClientRecord:
+        """The client registered with this server for this resource and redirect URI, reused if there is one,
+        else registered now (RFC 7591)."""
+        values = object_of(body)
+        check_known(values, _DYNAMIC_FIELDS)
+        org, owner = org_of(principal), _owner(values, principal)
+        endpoint = str(_endpoint(values, "registrationEndpoint"))
+        redirect = str(_endpoint({"redirectUri": values.get("redirectUri") or redirect_uri}, "redirectUri"))
+        resource = _endpoint(values, "resource", required=False)
+        issuer = _endpoint(values, "issuer", required=False) or _origin(endpoint)
+        account = account_of(owner, principal)
+        for known in await self._store.clients(org, principal.account_id):
+            if (
+                known.owner == owner
+                and known.origin == DYNAMIC
+                and known.origin_issuer == issuer
+                and known.resource == resource
+                and known.origin_redirect_uri == redirect
+            ):
+                return known
+        scopes = values.get("scopes", [])
+        if not isinstance(scopes, list) or not all(isinstance(scope, str) for scope in scopes) or len(scopes) > 100:
+            raise InvalidInput("scopes must be a list of at most 100 strings")
+        supported = values.get("tokenEndpointAuthMethodsSupported")
+        method = auth_method(supported if isinstance(supported, list) else None)
+        request = registration_request(endpoint, redirect, scopes, method)
+        try:
+            registered = read_registration(await self._outbound.send(request, collect_streams=False), method)
+        except OutboundFailure as exc:
+            raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc.message}") from None
+        except RegistrationFailed as exc:
+            raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc}") from None
+        slug = values.get("slug") if valid_slug(values.get("slug")) else _dynamic_slug(issuer, resource, redirect)
+        item = secret_item(owner, str(slug)) if registered.secret else None
+        if registered.secret and item:
+            await self._secrets.default_writable.set(SecretPartition(org, account), {item: registered.secret})
+        record = OAuthClientRecord(
+            org_id=org,
+            owner=owner,
+            account_id=account,
+            slug=str(slug),
+            grant=AUTHORIZATION_CODE,
+            authorization_url=str(_endpoint(values, "authorizationUrl")),
+            token_url=str(_endpoint(values, "tokenUrl")),
+            client_id=registered.client_id,
+            token_auth_method=registered.method,
+            created_at=self._clock(),
+            secret_item=item,
+            resource=resource,
+            origin=DYNAMIC,
+            origin_integration=optional_text(values, "originIntegration", 64),
+            origin_issuer=issuer,
+            origin_redirect_uri=redirect,
+            issuer=_endpoint(values, "issuer", required=False),
+        )
+        await self._store.put_client(record)
+        return record
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _dynamic_slug(issuer: str, resource: str | None, redirect: str) -> str:
+    """`dcr-<host>-<hash>`: one per server, resource and redirect URI, within the slug's 64 characters."""
+    host = "".join(char if char.isalnum() else "-" for char in (urlsplit(issuer).hostname or "server"))[:40]
+    digest = hashlib.sha256(f"{issuer}\n{resource or ''}\n{redirect}".encode()).hexdigest()[:12]
+    return f"dcr-{host}-{digest}"

@@ -1,0 +1,348 @@
+"""OAuth connections: a sign-in from `start` to the connection its callback makes, and the connection's tokens
+kept fresh for every call.
+
+`start` keeps a flow bound to its caller (single use, ten minutes, a digest of its state as its key) and answers
+the URL where the user signs in; `complete` (the browser's callback, or the API) takes the flow, checks that its
+caller is the one who started it and what the authorization server sent back, exchanges the code with the PKCE
+verifier, and writes the connection: its tokens in the sealed store, never in a record or an answer. A client
+credentials client connects at once. Before a call, a token due to expire is refreshed once per connection
+however many calls wait (`Refreshes`), and a refusal becomes the typed failure a model can act on.
+"""
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.access import account_of, find_integration, org_of, require_admin
+from executor_mcp.integrations.credentials import auth_failure, recovery
+from executor_mcp.integrations.oauth_clients import OWNERS, OAuthClients
+from executor_mcp.integrations.validation import MAX_NAME_LENGTH, check_known, object_of, optional_text, text
+from executor_mcp.oauth.flows import FLOW_TTL, MAX_FLOWS_PER_ACCOUNT, CallbackRefused, check_callback
+from executor_mcp.oauth.grants import (
+    TokenError,
+    Tokens,
+    authorization_url,
+    client_credentials_form,
+    code_form,
+    granted_scopes,
+    missing_scopes,
+    read_tokens,
+    refresh_due,
+    refresh_form,
+    token_request,
+)
+from executor_mcp.oauth.metadata import endpoint_problem
+from executor_mcp.oauth.pkce import challenge, new_state, new_verifier, state_digest
+from executor_mcp.outbound.client import Outbound
+from executor_mcp.outbound.model import OutboundFailure
+from executor_mcp.records.integration_errors import (
+    IntegrationNotFound,
+    InvalidInput,
+    OAuthCompleteFailed,
+    OAuthSessionNotFound,
+    OAuthStartFailed,
+)
+from executor_mcp.records.integrations import TOKEN, ConnectionRecord, IntegrationRecord
+from executor_mcp.records.oauth import CLIENT_CREDENTIALS, OAuthClientRecord, OAuthFlowRecord
+from executor_mcp.secrets.providers import SecretPartition, SecretProviders, pasted_item_id
+from executor_mcp.storage.interfaces import CatalogStore, OAuthStore
+from executor_mcp.storage.records import Owner as Principal
+
+REFRESH = "refresh"  # the input holding a connection's refresh token
+OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the authorization server sends users back
+_START_FIELDS = frozenset(
+    {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
+)
+
+
+class RefreshFailed(Exception):
+    """A connection's token could not be made fresh; `reauth` when only signing in again can fix it."""
+
+    def __init__(self, message: str, *, reauth: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reauth = reauth
+
+
+def refresh_failure(connection: ConnectionRecord, failed: RefreshFailed) -> JsonObject:
+    """`oauth_reauth_required` (only a new sign-in helps: its recovery names `oauth.start`) or
+    `oauth_refresh_failed` (the next call tries again), in the authentication envelope."""
+    label = f"{connection.integration}.{connection.owner}.{connection.name}"
+    if failed.reauth:
+        code, message = "oauth_reauth_required", f'OAuth connection "{label}" requires reauthorization: {failed}'
+    else:
+        code, message = "oauth_refresh_failed", f'OAuth connection "{label}" could not be resolved: {failed}'
+    return auth_failure(
+        code,
+        message,
+        integration=connection.integration,
+        owner=connection.owner,
+        credential={"kind": "oauth", "label": label},
+        recovery=recovery(),
+    )
+
+
+@attrs.frozen
+class _Target:
+    owner: str
+    name: str
+    integration: IntegrationRecord
+    template: str
+    scopes: tuple[str, ...]
+
+
+class OAuthSignIns:
+    def __init__(
+        self,
+        store: OAuthStore,
+        catalog: CatalogStore,
+        secrets: SecretProviders,
+        outbound: Outbound,
+        clients: OAuthClients,
+        callback_url: Callable[[], str],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`callback_url` is where the authorization server sends the user back: `--public-url`'s
+        `/api/oauth/callback`, asked at each start (the address is known only once the server listens)."""
+        self._store = store
+        self._catalog = catalog
+        self._secrets = secrets
+        self._outbound = outbound
+        self._clients = clients
+        self._callback_url = callback_url
+        self._clock = clock
+        self._refreshing: dict[tuple[str, ...], trio.Lock] = {}
+
+    def callback_url(self) -> str:
+        return self._callback_url()
+
+    # -- start, complete, cancel ---------------------------------------------------------------------------
+
+    async def start(self, principal: Principal, body: Any) -> JsonObject:
+        values = object_of(body)
+        check_known(values, _START_FIELDS)
+        owner, client_owner = values.get("owner", "user"), values.get("clientOwner", values.get("owner", "user"))
+        if owner not in OWNERS or client_owner not in OWNERS:
+            raise InvalidInput('owner and clientOwner must be "org" or "user"')
+        if owner == "org":
+            require_admin(principal)
+        if owner == "org" and client_owner == "user":
+            raise OAuthStartFailed("An org connection must use an org OAuth client.")
+        target = await self._target(principal, values, str(owner))
+        client = await self._clients.get(principal, str(client_owner), text(values.get("client"), "client"))
+        identity = optional_text(values, "identityLabel", MAX_NAME_LENGTH)
+        if client.grant == CLIENT_CREDENTIALS:
+            tokens = await self._exchange(client, client_credentials_form(target.scopes, client.resource), start=True)
+            record = await self._mint(principal, target, client, tokens, identity)
+            return {"status": "connected", "connection": record}
+        redirect = optional_text(values, "redirectUri", 2048) or self._callback_url()
+        if endpoint_problem(redirect) is not None:
+            raise OAuthStartFailed("The redirect URI must be https (or http on a loopback host): set --public-url")
+        state, verifier, now = new_state(), new_verifier(), self._clock()
+        flow = OAuthFlowRecord(
+            state_digest=state_digest(state),
+            org_id=org_of(principal),
+            account_id=principal.account_id,
+            org_admin=principal.org_admin,
+            client_owner=client.owner,
+            client_slug=client.slug,
+            owner=target.owner,
+            integration=target.integration.slug,
+            name=target.name,
+            template=target.template,
+            redirect_uri=redirect,
+            code_verifier=verifier,
+            scopes=target.scopes,
+            created_at=now,
+            expires_at=now + FLOW_TTL,
+            resource=client.resource,
+            issuer=client.issuer,
+            identity_label=identity,
+        )
+        if not await self._store.put_flow(flow, MAX_FLOWS_PER_ACCOUNT, now):
+            raise OAuthStartFailed(
+                f"{MAX_FLOWS_PER_ACCOUNT} sign-ins are in progress for this account: finish or cancel one first"
+            )
+        url = authorization_url(
+            client.authorization_url,
+            client_id=client.client_id,
+            redirect_uri=redirect,
+            state=state,
+            challenge=challenge(verifier),
+            scopes=target.scopes,
+            resource=client.resource,
+        )
+        return {"status": "redirect", "authorizationUrl": url, "state": state}
+
+    async def complete(self, principal: Principal, state: str, params: dict[str, str]) -> ConnectionRecord:
+        """The connection a callback's code makes. The flow is taken first (single use) and must be the
+        caller's: a state that is unknown, taken, expired or another caller's is not found, alike."""
+        flow = await self._store.take_flow(state_digest(state), self._clock()) if state else None
+        if flow is None or (flow.org_id, flow.account_id) != (principal.org_id, principal.account_id):
+            raise OAuthSessionNotFound("No OAuth sign-in in progress has this state", state=state[:128])
+        code = check_callback(flow, params)
+        if isinstance(code, CallbackRefused):
+            raise OAuthCompleteFailed(code.message, restartRequired=True)
+        signer = Principal(flow.account_id, flow.org_id, flow.org_admin)
+        try:
+            client = await self._clients.get(signer, flow.client_owner, flow.client_slug)
+        except OAuthStartFailed as gone:
+            raise OAuthCompleteFailed(gone.message, restartRequired=True) from None
+        form = code_form(code, flow.redirect_uri, flow.code_verifier, flow.resource)
+        tokens = await self._exchange(client, form, start=False)
+        integration = await find_integration(self._catalog, signer, flow.integration)
+        target = _Target(flow.owner, flow.name, integration, flow.template, flow.scopes)
+        return await self._mint(signer, target, client, tokens, flow.identity_label)
+
+    async def cancel(self, principal: Principal, state: str) -> None:
+        """Drop the caller's sign-in in progress (idempotent; another's is left alone, and not admitted to)."""
+        flow = await self._store.take_flow(state_digest(state), self._clock()) if state else None
+        if flow is not None and (flow.org_id, flow.account_id) != (principal.org_id, principal.account_id):
+            await self._store.put_flow(flow, MAX_FLOWS_PER_ACCOUNT + 1, self._clock())  # not theirs to cancel
+
+    async def _target(self, principal: Principal, values: JsonObject, owner: str) -> _Target:
+        integration = await find_integration(self._catalog, principal, text(values.get("integration"), "integration"))
+        template = text(values.get("template"), "template")
+        method = integration.auth_method(template)
+        if method is None or method.kind != "oauth2":
+            raise OAuthStartFailed(f'Template "{template[:64]}" of {integration.slug} is not an OAuth method')
+        name = text(values.get("name"), "name")
+        if len(name) > 64 or not all(char.isalnum() or char in "-_" for char in name):
+            raise InvalidInput("name must be 1-64 letters, digits, '-' or '_'")
+        declared = (method.oauth or {}).get("scopes")
+        scopes = tuple(dict.fromkeys(s for s in declared if isinstance(s, str))) if isinstance(declared, list) else ()
+        return _Target(owner, name, integration, template, scopes[:100])
+
+    async def _exchange(self, client: OAuthClientRecord, form: dict[str, str], *, start: bool) -> Tokens:
+        failed = OAuthStartFailed if start else OAuthCompleteFailed
+        auth = await self._clients.auth(client)
+        try:
+            answer = read_tokens(await self._outbound.send(token_request(client.token_url, auth, form)))
+        except OutboundFailure as exc:
+            raise failed(f"OAuth token exchange failed: {exc.message}") from None
+        if isinstance(answer, TokenError):
+            fields = {} if start else {"restartRequired": answer.reauth}
+            raise failed(f"OAuth token exchange failed: {answer.message}", **fields)
+        return answer
+
+    async def _mint(
+        self,
+        principal: Principal,
+        target: _Target,
+        client: OAuthClientRecord,
+        tokens: Tokens,
+        identity: str | None,
+    ) -> ConnectionRecord:
+        """Write the connection and its tokens (a reconnect replaces both, keeping the description)."""
+        org, account, now = org_of(principal), account_of(target.owner, principal), self._clock()
+        integration = target.integration.slug
+        existing = await self._catalog.get_connection(org, target.owner, account, integration, target.name)
+        values = {TOKEN: tokens.access_token}
+        if tokens.refresh_token:
+            values[REFRESH] = tokens.refresh_token
+        item_ids = {variable: pasted_item_id(target.owner, integration, target.name, variable) for variable in values}
+        granted = granted_scopes(tokens, target.scopes)
+        record = ConnectionRecord(
+            org_id=org,
+            owner=target.owner,
+            account_id=account,
+            integration=integration,
+            name=target.name,
+            template=target.template,
+            provider=self._secrets.default_writable.key,
+            item_ids=item_ids,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+            identity_label=identity or (existing.identity_label if existing else None),
+            description=existing.description if existing else None,
+            oauth_client=client.slug,
+            oauth_client_owner=client.owner,
+            expires_at=now + tokens.expires_in if tokens.expires_in is not None else None,
+            oauth_scope=" ".join(granted) or None,
+            missing_scopes=missing_scopes(target.scopes, granted) if client.grant != CLIENT_CREDENTIALS else (),
+            refreshed_at=now,
+        )
+        await self._secrets.store_values(SecretPartition(org, account), item_ids, values)
+        if not await self._catalog.put_connection(record):
+            raise IntegrationNotFound(f"Integration not found: {integration}", slug=integration)
+        if existing is not None:
+            await self._secrets.forget(existing, replaced_by=record)
+        return record
+
+    # -- fresh tokens for calls --------------------------------------------------------------------------
+
+    async def fresh(self, connection: ConnectionRecord) -> ConnectionRecord:
+        """The connection as a call should use it: refreshed first when its token is due (one refresh per
+        connection at a time here; a waiter finds the refreshed record and does not refresh again)."""
+        if connection.oauth_client is None or not refresh_due(
+            connection.expires_at, self._clock(), connection.refreshed_at
+        ):
+            return connection
+        key = (connection.org_id, connection.owner, connection.account_id, connection.integration, connection.name)
+        lock = self._refreshing.setdefault(key, trio.Lock())
+        try:
+            async with lock:
+                current = await self._catalog.get_connection(*key)
+                if current is None:
+                    raise RefreshFailed("the connection was removed", reauth=True)
+                if not refresh_due(current.expires_at, self._clock(), current.refreshed_at):
+                    return current  # refreshed while this call waited (here, or by another instance)
+                return await self._refresh(current)
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._refreshing.pop(key, None)
+
+    async def _refresh(self, connection: ConnectionRecord) -> ConnectionRecord:
+        owner = connection.oauth_client_owner or connection.owner
+        account = connection.account_id if owner == "user" else ""
+        client = await self._store.get_client(connection.org_id, owner, account, connection.oauth_client or "")
+        if client is None:
+            raise RefreshFailed(f'OAuth client "{connection.oauth_client}" is no longer registered.', reauth=True)
+        partition = SecretPartition.of(connection)
+        scopes = tuple((connection.oauth_scope or "").split())
+        if client.grant == CLIENT_CREDENTIALS:
+            form = client_credentials_form(scopes, client.resource)
+        else:
+            item = connection.item_ids.get(REFRESH)
+            stored = await self._secrets.get(connection.provider or "", partition, item) if item else None
+            if stored is None:
+                raise RefreshFailed("No refresh token is stored for this connection.", reauth=True)
+            form = refresh_form(stored, scopes, client.resource)
+        try:
+            auth = await self._clients.auth(client)
+        except OAuthStartFailed as exc:
+            raise RefreshFailed(exc.message, reauth=True) from None
+        try:
+            answer = read_tokens(await self._outbound.send(token_request(client.token_url, auth, form)))
+        except OutboundFailure as exc:
+            raise RefreshFailed(f"OAuth token refresh failed: {exc.message}", reauth=False) from None
+        if isinstance(answer, TokenError):
+            words = f"OAuth token refresh was rejected {answer.message}" if answer.code else answer.message
+            raise RefreshFailed(words, reauth=answer.reauth)
+        now = self._clock()
+        values = {TOKEN: answer.access_token}
+        item_ids = {
+            TOKEN: connection.item_ids.get(TOKEN)
+            or pasted_item_id(connection.owner, connection.integration, connection.name, TOKEN)
+        }
+        if answer.refresh_token:  # rotated: the old one is spent
+            values[REFRESH] = answer.refresh_token
+            item_ids[REFRESH] = connection.item_ids.get(REFRESH) or pasted_item_id(
+                connection.owner, connection.integration, connection.name, REFRESH
+            )
+        await self._secrets.store_values(partition, item_ids, values)
+        updated = attrs.evolve(
+            connection,
+            item_ids={**connection.item_ids, **item_ids},
+            expires_at=now + answer.expires_in if answer.expires_in is not None else None,
+            oauth_scope=answer.scope if answer.scope is not None else connection.oauth_scope,
+            refreshed_at=now,
+            updated_at=now,
+        )
+        if not await self._catalog.put_connection(updated):
+            raise RefreshFailed("the connection's integration was removed", reauth=True)
+        return updated

@@ -1,0 +1,279 @@
+"""OAuth connections end to end, every part real: a real authorization server (`tests/oauth_provider.py`,
+npm oidc-provider, the user's sign-in and consent driven in Chromium), a resource server that accepts only its
+JWTs (verified against the provider's JWKS, audience and scopes checked), and the executor between them.
+
+An org admin has the server register itself with the provider (RFC 7591), starts a sign-in for an OpenAPI
+integration whose document declares an `oauth2` scheme, the user signs in, the callback's code is completed, and
+an agent's call reaches the API with the token. Tokens refresh once however many calls wait; a revoked grant is
+`oauth_reauth_required` naming `oauth.start`; a narrow grant is `oauth_scope_insufficient`; a forged, replayed
+or another principal's state is refused; another org neither sees nor uses the connection."""
+
+import json
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import attrs
+import httpx
+import jwt
+import pytest
+import trio
+
+from tests.auth_support import bearer, mint
+from tests.conftest import ServerUnderTest, jwt_server
+from tests.integration.test_stateless_wire import call_body, result_of, send
+from tests.oauth_provider import OAuthProvider, oauth_provider
+from tests.upstream import Answer, Received, Upstream, start_upstream
+
+pytestmark = pytest.mark.slow
+
+ADMIN = bearer(mint("alice@acme.test", "acme", org_admin=True, expires_in=3600))
+MEMBER = bearer(mint("bob@acme.test", "acme", expires_in=3600))
+STRANGER = bearer(mint("eve@other.test", "other", org_admin=True, expires_in=3600))
+READ = "return await tools.orders.org.main.orders.getOrder({ id: '7' });"
+WRITE = "return await tools.orders.org.main.orders.createOrder({ body: { item: 'tea' } });"
+
+
+@attrs.define
+class ResourceServer:
+    """An API that takes only the provider's JWTs for itself: `orders:read` to read, `orders:write` to write."""
+
+    issuer: str
+    keys: jwt.PyJWKSet | None = None
+    upstream: Upstream | None = None
+
+    def respond(self, request: Received) -> Answer:
+        assert self.upstream is not None
+        assert self.keys is not None
+        token = request.headers.get("authorization", "").removeprefix("Bearer ")
+        try:
+            header = jwt.get_unverified_header(token)
+            key = next(k for k in self.keys.keys if k.key_id == header.get("kid"))
+            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self.upstream.url, issuer=self.issuer)
+        except Exception:
+            return Answer(
+                401, b'{"error":"invalid_token"}', headers=(("www-authenticate", 'Bearer error="invalid_token"'),)
+            )
+        needed = "orders:write" if request.method == "POST" else "orders:read"
+        if needed not in claims.get("scope", "").split():
+            challenge = f'Bearer error="insufficient_scope", scope="{needed}"'
+            return Answer(403, b'{"error":"insufficient_scope"}', headers=(("www-authenticate", challenge),))
+        return Answer(200, json.dumps({"id": "7", "sub": claims["sub"]}).encode())
+
+
+def orders_spec(api: str, authorize: str, token: str) -> dict[str, Any]:
+    flow = {"authorizationUrl": authorize, "tokenUrl": token, "scopes": {"orders:read": "", "orders:write": ""}}
+    body = {"content": {"application/json": {"schema": {"type": "object"}}}}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "Orders", "version": "1"},
+        "servers": [{"url": api}],
+        "components": {"securitySchemes": {"oauth": {"type": "oauth2", "flows": {"authorizationCode": flow}}}},
+        "security": [{"oauth": ["orders:read"]}],
+        "paths": {
+            "/orders/{id}": {
+                "get": {
+                    "operationId": "getOrder",
+                    "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "the order"}},
+                }
+            },
+            "/orders": {
+                "post": {
+                    "operationId": "createOrder",
+                    "requestBody": body,
+                    "responses": {"200": {"description": "created"}},
+                }
+            },
+        },
+    }
+
+
+@attrs.frozen
+class World:
+    executor: ServerUnderTest
+    provider: OAuthProvider
+    api: Upstream
+    http: httpx.AsyncClient
+    discovery: dict[str, Any]
+
+    @property
+    def url(self) -> str:
+        return self.executor.running.url
+
+    async def call(self, method: str, path: str, body: Any = None, auth: dict[str, str] = ADMIN) -> httpx.Response:
+        return await self.http.request(method, self.url + path, json=body, headers=auth)
+
+    async def ok(self, method: str, path: str, body: Any = None, auth: dict[str, str] = ADMIN) -> Any:
+        response = await self.call(method, path, body, auth)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    async def execute(self, code: str, auth: dict[str, str] = ADMIN) -> dict[str, Any]:
+        answer = result_of(await send(self.http, self.url + "/mcp", call_body(1, "execute", {"code": code}), **auth), 1)
+        return answer["structuredContent"]
+
+    async def client(self) -> str:
+        """The server registers itself with the provider, for the API as its resource."""
+        registered = await self.ok(
+            "POST",
+            "/api/oauth/clients/register-dynamic",
+            {
+                "owner": "org",
+                "issuer": self.provider.issuer,
+                "registrationEndpoint": self.discovery["registration_endpoint"],
+                "authorizationUrl": self.discovery["authorization_endpoint"],
+                "tokenUrl": self.discovery["token_endpoint"],
+                "resource": self.api.url,
+                "scopes": ["orders:read", "orders:write"],
+                "tokenEndpointAuthMethodsSupported": self.discovery["token_endpoint_auth_methods_supported"],
+            },
+        )
+        return str(registered["client"])
+
+    async def start(self, client: str, auth: dict[str, str] = ADMIN, owner: str = "org") -> dict[str, Any]:
+        body = {
+            "client": client,
+            "clientOwner": "org",
+            "owner": owner,
+            "name": "main",
+            "integration": "orders",
+            "template": "oauth-oauth",
+        }
+        return dict(await self.ok("POST", "/api/oauth/start", body, auth))
+
+    async def connect(self, client: str, *, narrow: bool = False) -> dict[str, Any]:
+        started = await self.start(client)
+        assert started["status"] == "redirect"
+        answered = await self.provider.sign_in(started["authorizationUrl"], "alice@acme.test", narrow=narrow)
+        params = {name: values[0] for name, values in parse_qs(urlsplit(answered).query).items()}
+        assert params["state"] == started["state"]
+        return dict(await self.ok("POST", "/api/oauth/complete", params))
+
+
+@pytest.fixture
+async def world(
+    nursery: trio.Nursery, data_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[World]:
+    ttl = getattr(request, "param", 3600)
+    async with oauth_provider(access_token_ttl=ttl) as provider, httpx.AsyncClient(timeout=30) as http:
+        discovery = (await http.get(provider.issuer + "/.well-known/openid-configuration")).json()
+        resource = ResourceServer(provider.issuer)
+        resource.keys = jwt.PyJWKSet.from_dict((await http.get(discovery["jwks_uri"])).json())
+        resource.upstream = await start_upstream(nursery, resource.respond)
+        executor = await jwt_server(nursery, data_dir, tmp_path, allow_local_network=True)
+        spec = orders_spec(resource.upstream.url, discovery["authorization_endpoint"], discovery["token_endpoint"])
+        added = await http.post(
+            executor.running.url + "/api/openapi/specs",
+            json={"spec": {"kind": "blob", "value": json.dumps(spec)}, "slug": "orders"},
+            headers=ADMIN,
+        )
+        assert added.status_code == 200, added.text
+        yield World(executor, provider, resource.upstream, http, discovery)
+        executor.running.stop.set()
+        await executor.done.wait()
+
+
+async def test_oauth_connect_an_openapi_api_and_call_it(world: World) -> None:
+    client = await world.client()
+    assert await world.client() == client  # registered once per server, resource and redirect URI
+    listed = await world.ok("GET", "/api/oauth/clients")
+    assert [entry["slug"] for entry in listed] == [client]
+    assert listed[0]["origin"]["kind"] == "dynamic_client_registration"
+    connection = await world.connect(client)
+    assert connection["address"] == "tools.orders.org.main"
+    assert connection["oauthClient"] == client
+    assert connection["oauthClientOwner"] == "org"
+    assert set(connection["oauthScope"].split()) == {"orders:read", "orders:write"}
+    assert connection["missingOAuthScopes"] == []
+    assert connection["expiresAt"] > 0
+    result = await world.execute(READ)
+    assert result["result"]["ok"] is True, result
+    assert result["result"]["data"] == {"id": "7", "sub": "alice@acme.test"}
+    (reached,) = world.api.calls("/orders/7")
+    assert reached.headers["authorization"].startswith("Bearer ey")
+    # No answer, listing or log of ours holds a token.
+    token = reached.headers["authorization"].removeprefix("Bearer ")
+    for path in ("/api/connections", "/api/oauth/clients", "/api/audit"):
+        assert token not in (await world.call("GET", path)).text
+
+
+async def test_oauth_state_is_single_use_and_bound_to_who_started_it(world: World) -> None:
+    client = await world.client()
+    started = await world.start(client, owner="user", auth=MEMBER)
+    answered = await world.provider.sign_in(started["authorizationUrl"], "bob@acme.test")
+    params = {name: values[0] for name, values in parse_qs(urlsplit(answered).query).items()}
+    forged = await world.call("POST", "/api/oauth/complete", {**params, "state": secrets.token_urlsafe(32)}, MEMBER)
+    assert forged.status_code == 404
+    assert forged.json()["_tag"] == "OAuthSessionNotFoundError"
+    other = await world.call("POST", "/api/oauth/complete", params, ADMIN)  # same org, another account
+    assert other.status_code == 404
+    # Taken by that attempt: the state is single use, whoever presents it.
+    again = await world.call("POST", "/api/oauth/complete", params, MEMBER)
+    assert again.status_code == 404
+    # A fresh sign-in completes for its starter, once.
+    started = await world.start(client, owner="user", auth=MEMBER)
+    answered = await world.provider.sign_in(started["authorizationUrl"], "bob@acme.test")
+    params = {name: values[0] for name, values in parse_qs(urlsplit(answered).query).items()}
+    made = await world.ok("POST", "/api/oauth/complete", params, MEMBER)
+    assert made["address"] == "tools.orders.user.main"
+    replayed = await world.call("POST", "/api/oauth/complete", params, MEMBER)
+    assert replayed.status_code == 404
+    mixed_up = await world.start(client, owner="user", auth=MEMBER)
+    answered = await world.provider.sign_in(mixed_up["authorizationUrl"], "bob@acme.test")
+    params = {name: values[0] for name, values in parse_qs(urlsplit(answered).query).items()}
+    refused = await world.call("POST", "/api/oauth/complete", {**params, "iss": "https://evil.example"}, MEMBER)
+    assert refused.status_code == 400
+    assert "iss mismatch" in refused.json()["message"]
+
+
+async def test_oauth_another_org_neither_sees_nor_uses_the_connection(world: World) -> None:
+    await world.connect(await world.client())
+    assert await world.ok("GET", "/api/oauth/clients", auth=STRANGER) == []
+    assert await world.ok("GET", "/api/connections", auth=STRANGER) == []
+    result = await world.execute(READ, STRANGER)
+    assert "orders" in json.dumps(result)  # the path is unknown there
+    assert not world.api.calls("/orders")
+
+
+@pytest.mark.parametrize("world", [3], indirect=True)
+async def test_oauth_expiry_refreshes_once_for_fifty_concurrent_calls(world: World) -> None:
+    await world.connect(await world.client())
+    before = await world.provider.token_requests()
+    await trio.sleep(2)  # within the token's last half
+    fifty = (
+        "const calls = Array.from({ length: 50 }, () => tools.orders.org.main.orders.getOrder({ id: '7' }));"
+        " return (await Promise.all(calls)).length;"
+    )
+    result = await world.execute(fifty)
+    assert result["result"] == 50, result
+    after = await world.provider.token_requests()
+    assert after.get("refresh_token", 0) - before.get("refresh_token", 0) == 1
+    assert len(world.api.calls("/orders/7")) == 50
+
+
+@pytest.mark.parametrize("world", [3], indirect=True)
+async def test_oauth_a_revoked_grant_asks_for_a_new_sign_in_and_reconnect_fixes_it(world: World) -> None:
+    client = await world.client()
+    await world.connect(client)
+    assert await world.provider.revoke_refresh_tokens("alice@acme.test") >= 1
+    await trio.sleep(2)
+    result = await world.execute(READ)
+    error = result["result"]["error"]
+    assert error["code"] == "oauth_reauth_required", error
+    assert error["details"]["recovery"]["startOAuthTool"] == "executor.coreTools.oauth.start"
+    await world.connect(client)  # Reconnect
+    assert (await world.execute(READ))["result"]["ok"] is True
+
+
+async def test_oauth_a_narrow_grant_is_a_scope_failure_naming_what_is_missing(world: World) -> None:
+    connection = await world.connect(await world.client(), narrow=True)
+    assert connection["missingOAuthScopes"] == ["orders:write"]
+    assert (await world.execute(READ))["result"]["ok"] is True
+    await world.ok("POST", "/api/policies", {"owner": "org", "pattern": "orders.*", "action": "approve"})
+    error = (await world.execute(WRITE))["result"]["error"]
+    assert error["code"] == "oauth_scope_insufficient", error
+    assert "orders:write" in error["message"]
+    assert "startOAuthTool" not in error["details"]["recovery"]
