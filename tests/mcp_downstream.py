@@ -1,10 +1,14 @@
 """A downstream MCP server built with the official SDK, run by tests as a subprocess (asyncio + uvicorn):
 
-    python tests/mcp_downstream.py --transport streamable|sse [--port N] [--token T] [--extra] --state DIR
+    python tests/mcp_downstream.py --transport streamable|sse [--port N] [--token T] [--extra]
+        [--oauth-issuer URL] --state DIR
 
 It binds 127.0.0.1 (port 0 unless given, so a restart can take the same port back), prints `PORT <n>` once it
 listens, and serves until SIGTERM. With `--token`, every request without `Authorization: Bearer <token>` is
-answered 401. `--state` is a directory where the destructive tool counts its runs.
+answered 401. With `--oauth-issuer`, it is an OAuth protected resource as the MCP authorization spec has it
+(the SDK's own: protected-resource metadata naming that issuer, 401 with `resource_metadata`), accepting only
+the issuer's JWT access tokens for its own URL with `orders:read` (verified against the issuer's JWKS with PyJWT).
+`--state` is a directory where the destructive tool counts its runs.
 """
 
 import argparse
@@ -14,15 +18,55 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jwt
 import uvicorn
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations, ToolListChangedNotification
 
 PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n-not-really-a-png").decode()
 
 
-def build(state: Path, *, extra: bool = False) -> MCPServer:
-    server = MCPServer("downstream", version="1.2.3")
+class JwtVerifier:
+    """The issuer's RS256 JWTs whose audience is this server, their scopes as granted."""
+
+    def __init__(self, issuer: str, resource: str) -> None:
+        discovery = httpx.get(issuer + "/.well-known/openid-configuration", timeout=10).json()
+        self.keys = jwt.PyJWKSet.from_dict(httpx.get(discovery["jwks_uri"], timeout=10).json())
+        self.issuer, self.resource = issuer, resource
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            kid = jwt.get_unverified_header(token).get("kid")
+            key = next(k for k in self.keys.keys if k.key_id == kid)
+            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self.resource, issuer=self.issuer)
+        except Exception:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("client_id", "")),
+            scopes=str(claims.get("scope", "")).split(),
+            expires_at=claims.get("exp"),
+            resource=self.resource,
+            subject=claims.get("sub"),
+        )
+
+
+def build(state: Path, *, extra: bool = False, oauth: tuple[str, str] | None = None) -> MCPServer:
+    """`oauth`: (issuer, this server's URL) to require that issuer's tokens."""
+    auth = verifier = None
+    if oauth is not None:
+        issuer, resource = oauth
+        auth = AuthSettings(
+            issuer_url=issuer,
+            resource_server_url=resource,
+            required_scopes=["orders:read"],
+            validate_token_resource=False,
+        )
+        verifier = JwtVerifier(issuer, resource)
+    server = MCPServer("downstream", version="1.2.3", auth=auth, token_verifier=verifier)
 
     if extra:
 
@@ -104,16 +148,19 @@ def main() -> None:
     parser.add_argument("--token")
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--extra", action="store_true", help="one more tool, extra_tool")
+    parser.add_argument("--oauth-issuer", help="require this authorization server's tokens")
     options = parser.parse_args()
-    server = build(options.state, extra=options.extra)
-    app = server.streamable_http_app() if options.transport == "streamable" else server.sse_app()
-    if options.token:
-        app = RequireBearer(app, options.token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", options.port))
     sock.listen(128)  # connections queue from now on, before uvicorn serves
-    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    port = sock.getsockname()[1]
+    oauth = (options.oauth_issuer, f"http://127.0.0.1:{port}/mcp") if options.oauth_issuer else None
+    server = build(options.state, extra=options.extra, oauth=oauth)
+    app = server.streamable_http_app() if options.transport == "streamable" else server.sse_app()
+    if options.token:
+        app = RequireBearer(app, options.token)
+    print(f"PORT {port}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
     sys.exit(0)

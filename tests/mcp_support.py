@@ -66,15 +66,24 @@ class Downstream:
 
 @asynccontextmanager
 async def downstream(
-    state: Path, *, transport: str = "streamable", port: int = 0, token: str | None = None, extra: bool = False
+    state: Path,
+    *,
+    transport: str = "streamable",
+    port: int = 0,
+    token: str | None = None,
+    extra: bool = False,
+    oauth_issuer: str | None = None,
 ) -> AsyncIterator[Downstream]:
-    """A downstream server for the block; it is terminated (and reaped) when the block ends."""
+    """A downstream server for the block; it is terminated (and reaped) when the block ends. With
+    `oauth_issuer`, it takes only that authorization server's tokens (the MCP authorization spec)."""
     await trio.Path(state).mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(DOWNSTREAM), "--transport", transport, "--port", str(port), "--state", str(state)]
     if token:
         command += ["--token", token]
     if extra:
         command.append("--extra")
+    if oauth_issuer:
+        command += ["--oauth-issuer", oauth_issuer]
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert process.stdout is not None

@@ -9,8 +9,7 @@ from executor_mcp.integrations.compiling import Compiler
 from executor_mcp.integrations.graphql.kind import GraphqlKind
 from executor_mcp.integrations.kinds import Kinds
 from executor_mcp.integrations.mcp.kind import McpKind
-from executor_mcp.integrations.oauth_clients import OAuthClients
-from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH, OAuthSignIns
+from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.openapi.sources import SpecSources
 from executor_mcp.integrations.service import Integrations
@@ -42,10 +41,14 @@ async def open_integrations(
             )
         )
         try:
-            clients = OAuthClients(control.oauth, secrets, outbound)
-            signins = OAuthSignIns(
-                control.oauth, control.catalog, secrets, outbound, clients, lambda: public_url() + OAUTH_CALLBACK_PATH
+            yield Integrations(
+                control.catalog,
+                secrets,
+                kinds,
+                compiler,
+                oauth_store=control.oauth,
+                outbound=outbound,
+                callback_url=lambda: public_url() + OAUTH_CALLBACK_PATH,
             )
-            yield Integrations(control.catalog, secrets, kinds, compiler, oauth_clients=clients, oauth=signins)
         finally:
             await mcp.aclose()

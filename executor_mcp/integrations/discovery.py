@@ -10,7 +10,7 @@ look). One listing per connection is in flight at a time; whoever asks meanwhile
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
@@ -18,6 +18,7 @@ import trio
 from executor_mcp.integrations.catalogs import Catalogs, digest
 from executor_mcp.integrations.connection_secrets import credential_values
 from executor_mcp.integrations.kinds import Discovery, Kinds
+from executor_mcp.integrations.oauth_signins import RefreshFailed
 from executor_mcp.records.integration_errors import ConnectionNotFound, DiscoveryFailed, IntegrationError
 from executor_mcp.records.integrations import MAX_DISCOVERED_TOOLS, CompiledCatalog, ConnectionRecord, IntegrationRecord
 from executor_mcp.secrets.providers import SecretProviders
@@ -61,7 +62,10 @@ class Discoveries:
         kinds: Kinds,
         catalogs: Catalogs,
         clock: Callable[[], float] = time.time,
+        fresh: Callable[[ConnectionRecord], Awaitable[ConnectionRecord]] | None = None,
     ) -> None:
+        """`fresh` makes an OAuth connection's token fresh before its tools are listed (`OAuthSignIns.fresh`)."""
+        self._fresh = fresh
         self._catalog = catalog
         self._secrets = secrets
         self._kinds = kinds
@@ -101,6 +105,13 @@ class Discoveries:
         self, integration: IntegrationRecord, connection: ConnectionRecord
     ) -> ConnectionRecord | None:
         kind = self._kinds.of(integration)
+        if self._fresh is not None and connection.oauth_client is not None:
+            try:
+                connection = await self._fresh(connection)
+            except RefreshFailed as failed:
+                raise DiscoveryFailed(
+                    f"{connection.address}: its OAuth token could not be refreshed: {failed}"
+                ) from None
         credentials = await credential_values(self._secrets, integration, connection)
         error: str | None = None
         source: bytes | None = None

@@ -10,7 +10,7 @@ however many calls wait (`Refreshes`), and a refusal becomes the typed failure a
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -40,6 +40,7 @@ from executor_mcp.oauth.pkce import challenge, new_state, new_verifier, state_di
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure
 from executor_mcp.records.integration_errors import (
+    IntegrationError,
     IntegrationNotFound,
     InvalidInput,
     OAuthCompleteFailed,
@@ -104,6 +105,7 @@ class OAuthSignIns:
         outbound: Outbound,
         clients: OAuthClients,
         callback_url: Callable[[], str],
+        settle: Callable[[IntegrationRecord, ConnectionRecord], Awaitable[ConnectionRecord]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`callback_url` is where the authorization server sends the user back: `--public-url`'s
@@ -114,6 +116,7 @@ class OAuthSignIns:
         self._outbound = outbound
         self._clients = clients
         self._callback_url = callback_url
+        self._settle = settle  # what a connection just written goes through (its tools listed, for MCP)
         self._clock = clock
         self._refreshing: dict[tuple[str, ...], trio.Lock] = {}
 
@@ -213,9 +216,26 @@ class OAuthSignIns:
         name = text(values.get("name"), "name")
         if len(name) > 64 or not all(char.isalnum() or char in "-_" for char in name):
             raise InvalidInput("name must be 1-64 letters, digits, '-' or '_'")
-        declared = (method.oauth or {}).get("scopes")
-        scopes = tuple(dict.fromkeys(s for s in declared if isinstance(s, str))) if isinstance(declared, list) else ()
+        oauth = method.oauth or {}
+        declared = oauth.get("scopes")
+        if isinstance(declared, list):
+            scopes = tuple(dict.fromkeys(s for s in declared if isinstance(s, str)))
+        elif isinstance(oauth.get("discoveryUrl"), str):
+            scopes = await self._discovered_scopes(str(oauth["discoveryUrl"]))
+        else:
+            scopes = ()
         return _Target(owner, name, integration, template, scopes[:100])
+
+    async def _discovered_scopes(self, url: str) -> tuple[str, ...]:
+        """What an API that names no scopes (an MCP server) asks for: its protected-resource metadata's
+        `scopes_supported`, authoritative even when empty, else its authorization server's."""
+        try:
+            resource, server = await self._clients.probe(url)
+        except IntegrationError as exc:
+            raise OAuthStartFailed(f"Failed to discover OAuth scopes: {exc.message}") from None
+        if resource is not None and resource.scopes_supported is not None:
+            return resource.scopes_supported
+        return server.scopes_supported or ()
 
     async def _exchange(self, client: OAuthClientRecord, form: dict[str, str], *, start: bool) -> Tokens:
         failed = OAuthStartFailed if start else OAuthCompleteFailed
@@ -271,7 +291,7 @@ class OAuthSignIns:
             raise IntegrationNotFound(f"Integration not found: {integration}", slug=integration)
         if existing is not None:
             await self._secrets.forget(existing, replaced_by=record)
-        return record
+        return record if self._settle is None else await self._settle(target.integration, record)
 
     # -- fresh tokens for calls --------------------------------------------------------------------------
 

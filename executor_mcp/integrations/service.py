@@ -35,15 +35,17 @@ from executor_mcp.integrations.validation import (
     optional_text,
 )
 from executor_mcp.integrations.views import ToolEntry, View, Views
+from executor_mcp.outbound.client import Outbound
 from executor_mcp.records.integration_errors import (
+    DiscoveryFailed,
     IntegrationExists,
     IntegrationNotFound,
     InvalidInput,
     RemovalNotAllowed,
 )
-from executor_mcp.records.integrations import BUILT_IN_SLUG, CompiledCatalog, IntegrationRecord
+from executor_mcp.records.integrations import BUILT_IN_SLUG, CompiledCatalog, ConnectionRecord, IntegrationRecord
 from executor_mcp.secrets.providers import SecretProviders
-from executor_mcp.storage.interfaces import CatalogStore
+from executor_mcp.storage.interfaces import CatalogStore, OAuthStore
 from executor_mcp.storage.records import Owner as Principal
 
 # What one organization may hold: far above any real catalog, far below what fills a disk.
@@ -61,22 +63,40 @@ class Integrations:
         kinds: Kinds,
         compiler: Compiler,
         *,
-        oauth_clients: OAuthClients | None = None,
-        oauth: OAuthSignIns | None = None,
+        oauth_store: OAuthStore | None = None,
+        outbound: Outbound | None = None,
+        callback_url: Callable[[], str] = lambda: "",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`oauth_clients` and `oauth` (OAuth clients; sign-ins and fresh tokens) are absent only where no
-        OAuth connection can exist (tests of other parts)."""
-        self.oauth_clients = oauth_clients
-        self.oauth = oauth
+        """With `oauth_store` and `outbound`, OAuth connections are served (`oauth_clients`, `oauth`: sign-ins
+        and fresh tokens; `callback_url` is where a sign-in returns); without, only where no OAuth connection
+        can exist (tests of other parts)."""
         self._catalog = catalog
         self._secrets = secrets
         self._kinds = kinds
         self._clock = clock
         self._catalogs = Catalogs(catalog, kinds, compiler)
-        self.discoveries = Discoveries(catalog, secrets, kinds, self._catalogs, clock)
+        self.oauth_clients: OAuthClients | None = None
+        self.oauth: OAuthSignIns | None = None
+        if oauth_store is not None and outbound is not None:
+            self.oauth_clients = OAuthClients(oauth_store, secrets, outbound, clock)
+            self.oauth = OAuthSignIns(
+                oauth_store, catalog, secrets, outbound, self.oauth_clients, callback_url, self._settle, clock
+            )
+        fresh = self.oauth.fresh if self.oauth is not None else None
+        self.discoveries = Discoveries(catalog, secrets, kinds, self._catalogs, clock, fresh)
         self.views = Views(catalog, kinds, self._catalogs, self.discoveries, clock)
         self.connections = Connections(catalog, secrets, kinds, self._catalogs, self.views, self.discoveries, clock)
+
+    async def _settle(self, integration: IntegrationRecord, connection: ConnectionRecord) -> ConnectionRecord:
+        """A connection just written by a sign-in, its tools listed now where its kind discovers them (a
+        failed listing is noted on it, as for any connection saved)."""
+        if not self._kinds.of(integration).discovers(integration):
+            return connection
+        try:
+            return await self.discoveries.discover(integration, connection)
+        except DiscoveryFailed as failure:
+            return attrs.evolve(connection, sync_error=failure.message)
 
     # -- reading -------------------------------------------------------------------------------------
 

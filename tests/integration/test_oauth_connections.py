@@ -24,6 +24,7 @@ import trio
 from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, jwt_server
 from tests.integration.test_stateless_wire import call_body, result_of, send
+from tests.mcp_support import downstream
 from tests.oauth_provider import OAuthProvider, oauth_provider
 from tests.upstream import Answer, Received, Upstream, start_upstream
 
@@ -277,3 +278,47 @@ async def test_oauth_a_narrow_grant_is_a_scope_failure_naming_what_is_missing(wo
     assert error["code"] == "oauth_scope_insufficient", error
     assert "orders:write" in error["message"]
     assert "startOAuthTool" not in error["details"]["recovery"]
+
+
+async def test_oauth_connect_an_mcp_server_that_signs_in_as_the_mcp_spec_says(world: World, tmp_path: Path) -> None:
+    """An MCP server built with the official SDK as an OAuth protected resource: its 401 and metadata name the
+    authorization server; the server registers itself, the user signs in, and its tools are listed and called."""
+    async with downstream(tmp_path / "state", oauth_issuer=world.provider.issuer) as server:
+        unsigned = await world.http.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert unsigned.status_code == 401
+        added = await world.ok(
+            "POST", "/api/mcp/servers", {"name": "tasks", "endpoint": server.url, "auth": {"kind": "oauth2"}}
+        )
+        probed = await world.ok("POST", "/api/oauth/probe", {"url": server.url})
+        assert probed["issuer"] == world.provider.issuer
+        assert probed["resource"] == server.url
+        registered = await world.ok(
+            "POST",
+            "/api/oauth/clients/register-dynamic",
+            {
+                "owner": "org",
+                "issuer": probed["issuer"],
+                "registrationEndpoint": probed["registrationEndpoint"],
+                "authorizationUrl": probed["authorizationUrl"],
+                "tokenUrl": probed["tokenUrl"],
+                "resource": probed["resource"],
+                "scopes": probed["scopesSupported"],
+                "tokenEndpointAuthMethodsSupported": probed["tokenEndpointAuthMethodsSupported"],
+            },
+        )
+        body = {
+            "client": registered["client"],
+            "clientOwner": "org",
+            "owner": "org",
+            "name": "main",
+            "integration": added["slug"],
+            "template": "oauth2",
+        }
+        started = await world.ok("POST", "/api/oauth/start", body)
+        answered = await world.provider.sign_in(started["authorizationUrl"], "alice@acme.test")
+        params = {name: values[0] for name, values in parse_qs(urlsplit(answered).query).items()}
+        connection = await world.ok("POST", "/api/oauth/complete", params)
+        assert connection["lastHealth"] is None, connection
+        result = await world.execute(f"return await tools.{added['slug']}.org.main.echo({{ text: 'hi' }});")
+        assert result["result"]["ok"] is True, result
+        assert result["result"]["data"]["structuredContent"] == {"result": "echo: hi"}

@@ -22,7 +22,12 @@ from executor_mcp.integrations.mcp.compile import (
 )
 from executor_mcp.integrations.mcp.pool import SessionPool, identity_key
 from executor_mcp.integrations.mcp.protocol import ProtocolError, SseDecoder
-from executor_mcp.integrations.mcp.registration import OAUTH_LATER, STDIO_DISABLED, reconfigured, registration
+from executor_mcp.integrations.mcp.registration import (
+    OAUTH_IN_TEMPLATE,
+    STDIO_DISABLED,
+    reconfigured,
+    registration,
+)
 from executor_mcp.integrations.mcp.transports import resolve_program
 from executor_mcp.outbound.client import Outbound, OutboundSettings
 from executor_mcp.outbound.model import BLOCKED, OutboundFailure, OutboundRequest
@@ -178,12 +183,24 @@ def test_registration_defaults_and_refusals() -> None:
         "command": "/usr/bin/my-server",
         "authenticationTemplate": [{"slug": "env", "kind": "stdio_env", "vars": ["A", "B"]}],
     }
+    signs_in = registration({"name": "x", "endpoint": "https://h/mcp", "auth": {"kind": "oauth2"}}, stdio_allowed=False)
+    (method,) = signs_in.auth_methods
+    assert (method.slug, method.kind) == ("oauth2", "oauth2")
+    assert method.oauth == {"discoveryUrl": "https://h/mcp", "supportsDynamicRegistration": True}
     local = registration(stdio, stdio_allowed=True)
     assert local.slug == "my_server"
     assert local.auth_methods[0].inputs == ("A", "B")
     for body, message in (
         (stdio, STDIO_DISABLED),
-        ({"name": "x", "endpoint": "http://h/", "auth": {"kind": "oauth2"}}, OAUTH_LATER),
+        (
+            {
+                "name": "x",
+                "endpoint": "http://h/",
+                "authenticationTemplate": [{"slug": "o", "kind": "oauth2", "tokenUrl": "https://a/t"}],
+            },
+            OAUTH_IN_TEMPLATE,
+        ),
+        ({"name": "x", "endpoint": "http://h/", "auth": {"kind": "oauth2", "scopes": []}}, "Unknown field: scopes"),
         ({"name": "x", "endpoint": "ftp://h/"}, "endpoint must be an http(s) URL of at most 2048 characters"),
         (
             {"name": "x", "endpoint": "http://h/", "remoteTransport": "ws"},

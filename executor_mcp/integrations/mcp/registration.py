@@ -31,10 +31,11 @@ STDIO_DISABLED = (
     "MCP stdio transport is disabled. Start executor-mcp with --allow-stdio-mcp (EXECUTOR_MCP_ALLOW_STDIO_MCP=true) "
     "to let integrations run MCP servers as local commands."
 )
-OAUTH_LATER = (
-    'MCP OAuth connections are not supported yet: use auth {kind: "header", headerName, prefix?} with a token, '
-    'or {kind: "none"}'
+OAUTH_METHOD = "oauth2"  # the template of a server added with auth {kind: "oauth2"}
+OAUTH_IN_TEMPLATE = (
+    'An MCP server signs in with OAuth through auth {kind: "oauth2"}, not an authenticationTemplate entry'
 )
+
 MAX_ENTRIES = 64
 MAX_VALUE_LENGTH = 4096
 MAX_ARGS = 256
@@ -119,15 +120,24 @@ def _env(raw: Any) -> dict[str, str]:
     return dict(raw)
 
 
-def _header_auth(auth: Any) -> tuple[AuthMethod, ...]:
+def oauth_method(endpoint: str) -> AuthMethod:
+    """A remote server that signs in with OAuth (the MCP authorization spec): its authorization server and
+    scopes are discovered from the endpoint when a sign-in starts (RFC 9728, then RFC 8414)."""
+    return AuthMethod(
+        OAUTH_METHOD, "oauth2", "OAuth", oauth={"discoveryUrl": endpoint, "supportsDynamicRegistration": True}
+    )
+
+
+def _header_auth(auth: Any, endpoint: str) -> tuple[AuthMethod, ...]:
     if not isinstance(auth, dict):
-        raise InvalidInput('auth must be {kind: "none"} or {kind: "header", headerName, prefix?}')
+        raise InvalidInput('auth must be {kind: "none"}, {kind: "oauth2"} or {kind: "header", headerName, prefix?}')
     kind = auth.get("kind")
     if kind == NO_AUTH:
         check_known(auth, {"kind"})
         return (AuthMethod(NO_AUTH, NO_AUTH),)
     if kind == "oauth2":
-        raise InvalidInput(OAUTH_LATER)
+        check_known(auth, {"kind"})
+        return (oauth_method(endpoint),)
     if kind != "header":
         raise InvalidInput('auth.kind must be "none", "header" or "oauth2"')
     check_known(auth, {"kind", "headerName", "prefix"})
@@ -143,7 +153,7 @@ def _header_auth(auth: Any) -> tuple[AuthMethod, ...]:
 def _remote_template(raw: Any) -> tuple[AuthMethod, ...]:
     methods = openapi_auth.normalize_methods(raw)
     if any(method.kind == "oauth2" for method in methods):
-        raise InvalidInput(OAUTH_LATER)
+        raise InvalidInput(OAUTH_IN_TEMPLATE)
     return methods
 
 
@@ -244,7 +254,7 @@ def connection_config(values: JsonObject, *, stdio_allowed: bool) -> tuple[JsonO
     if values.get("authenticationTemplate") is not None:
         methods = _remote_template(values["authenticationTemplate"])
     else:
-        methods = _header_auth(values.get("auth", {"kind": NO_AUTH}))
+        methods = _header_auth(values.get("auth", {"kind": NO_AUTH}), str(config.get("endpoint", "")))
     return config, methods
 
 
