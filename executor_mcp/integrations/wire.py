@@ -6,6 +6,7 @@ import urllib.parse
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.views import ToolEntry
+from executor_mcp.oauth.metadata import AuthorizationServer, ProtectedResource
 from executor_mcp.records.integrations import (
     BUILT_IN,
     BUILT_IN_DESCRIPTION,
@@ -101,3 +102,19 @@ def tool_row(entry: ToolEntry, *, annotations: bool = False) -> JsonObject:
         if entry.tool.approval_description:
             row["approvalDescription"] = entry.tool.approval_description
     return row
+
+
+def probe_json(resource: ProtectedResource | None, server: AuthorizationServer) -> JsonObject:
+    """Where an API signs in (upstream's `ProbeResult`), as `POST /api/oauth/probe` and `oauth.probe` answer it:
+    the protected resource's scopes when it names them (even none), else its authorization server's."""
+    scopes = resource.scopes_supported if resource is not None else None
+    return {
+        "issuer": server.issuer,
+        "authorizationUrl": server.authorization_endpoint,
+        "tokenUrl": server.token_endpoint,
+        "resource": resource.resource if resource is not None else None,
+        "scopesSupported": list(scopes if scopes is not None else server.scopes_supported or ()),
+        "registrationEndpoint": server.registration_endpoint,
+        "tokenEndpointAuthMethodsSupported": list(server.token_auth_methods or ()),
+        "clientIdMetadataDocumentSupported": server.metadata_documents,
+    }

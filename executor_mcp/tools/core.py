@@ -1,8 +1,9 @@
 """The static integration `executor`, whose `coreTools` govern the executor itself.
 
 Paths are `tools.executor.coreTools.<name>`: `integrations.list`, and `policies.list|create|update|
-remove`. The mutating policy tools carry `requiresApproval`: they pause for a human even when no
-policy asks for it, so code injected into an agent cannot quietly write `approve *`.
+remove` (and, with the catalog's integrations, `connected.py`'s and `oauth.py`'s). The mutating policy tools
+carry `requiresApproval`: they pause for a human even when no policy asks for it, so code injected into an
+agent cannot quietly write `approve *`.
 
 They act as the session's owner with the org-admin role of the bearer that opened the session: a
 non-admin's change of an org rule fails (`policy_forbidden`) before any approval is asked.
@@ -31,6 +32,7 @@ from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
 from executor_mcp.tools.connected import ConnectedTools
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure
+from executor_mcp.tools.oauth import oauth_tools
 
 INTEGRATION_LIST_SCHEMA: JsonObject = {
     "type": "object",
@@ -263,6 +265,7 @@ def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | No
             ),
             *POLICY_TOOLS,
             *(ConnectedTools(connected, handoffs).tools() if connected is not None else ()),
+            *(oauth_tools(connected) if connected is not None else ()),
         ),
     )
     catalog = Catalog([executor], connected)

@@ -24,7 +24,7 @@ from executor_mcp.integrations.oauth_clients import OAuthClients
 from executor_mcp.integrations.oauth_signins import OAuthSignIns
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.validation import text
-from executor_mcp.integrations.wire import connection_json
+from executor_mcp.integrations.wire import connection_json, probe_json
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.integrations import ConnectionRecord
 
@@ -78,15 +78,4 @@ class OAuthHandlers:
         return {"cancelled": True}
 
     async def probe(self, principal: Principal, body: JsonObject) -> JsonObject:
-        resource, server = await self._clients().probe(text(body.get("url"), "url"))
-        scopes = resource.scopes_supported if resource is not None and resource.scopes_supported is not None else None
-        return {
-            "issuer": server.issuer,
-            "authorizationUrl": server.authorization_endpoint,
-            "tokenUrl": server.token_endpoint,
-            "resource": resource.resource if resource is not None else None,
-            "scopesSupported": list(scopes if scopes is not None else server.scopes_supported or ()),
-            "registrationEndpoint": server.registration_endpoint,
-            "tokenEndpointAuthMethodsSupported": list(server.token_auth_methods or ()),
-            "clientIdMetadataDocumentSupported": server.metadata_documents,
-        }
+        return probe_json(*await self._clients().probe(text(body.get("url"), "url")))
