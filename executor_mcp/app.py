@@ -41,6 +41,7 @@ from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.runs import PendingApprovals
 from executor_mcp.integrations.assembly import open_integrations
 from executor_mcp.integrations.handoff import CONNECT_PATH, HandoffBook, Handoffs
+from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.observability.health import Health
 from executor_mcp.observability.metrics import Metrics
@@ -65,6 +66,7 @@ from executor_mcp.transport.discovery import PublicUrl
 from executor_mcp.transport.observed import NotedAuthenticator, Observed, Operations
 from executor_mcp.transport.stdio import Pipe, StdioBridge
 from executor_mcp.web.console import LINK_PATH, Console
+from executor_mcp.web.sso import SingleSignOn, SsoSettings
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +194,31 @@ async def build_authenticator(
     return BearerAuth(verifier, control, lambda: public.metadata_url, time.time, settings.org_admin_claim)
 
 
+async def single_sign_on(
+    settings: Settings,
+    console: Console,
+    key: bytes,
+    bearer: BearerAuth,
+    public: PublicUrl,
+    http: httpx.AsyncClient,
+) -> SingleSignOn:
+    """The console's OpenID Connect sign-in, with its client secret read from its file now."""
+    assert settings.oidc_issuer is not None
+    assert settings.oidc_client_id is not None
+    assert settings.oidc_client_secret_file is not None
+    secret = await read_secret(settings.oidc_client_secret_file, "--oidc-client-secret-file")
+    configured = SsoSettings(
+        issuer=settings.oidc_issuer,
+        client_id=settings.oidc_client_id,
+        client_secret=secret.decode(),
+        allowed_domains=frozenset(settings.oidc_allowed_domain),
+        account_claim=settings.oidc_account_claim,
+        org_claim=settings.oidc_org_claim,
+        admin_claim=settings.org_admin_claim,
+    )
+    return SingleSignOn(configured, console, key, bearer, public, http)
+
+
 def idle_policy(settings: Settings) -> IdlePolicy:
     """How long an unused session runtime stays up: work in flight holds it `RUNNING_LEASE` past the timeout."""
     return IdlePolicy(
@@ -300,6 +327,9 @@ async def _serve(
     console = Console(
         control.sign_ins, console_key, authenticator if isinstance(authenticator, BearerAuth) else None, browser, public
     )
+    sso = None
+    if settings.oidc_issuer is not None and isinstance(authenticator, BearerAuth):
+        sso = await single_sign_on(settings, console, console_key, authenticator, public, http_client)
     metrics_token = None
     if settings.metrics_token_file is not None:
         metrics_token = await read_secret(settings.metrics_token_file, "--metrics-token-file")
@@ -333,8 +363,9 @@ async def _serve(
         ),
         operations=operations,
         audit=audit,
+        sso=sso,
     )
-    app = Observed(edge, metrics, secret_paths=(CONNECT_PATH, LINK_PATH))
+    app = Observed(edge, metrics, secret_paths=(CONNECT_PATH, LINK_PATH, OAUTH_CALLBACK_PATH))
     stop = trio.Event()
 
     async def shutdown_trigger() -> None:

@@ -72,6 +72,12 @@ class Settings:
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     org_admin_claim: tuple[str, str] | None = None
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret_file: Path | None = None
+    oidc_allowed_domain: tuple[str, ...] = ()
+    oidc_account_claim: str = "email"
+    oidc_org_claim: str = "org"
     authorization_server: tuple[str, ...] = ()
     allowed_origin: tuple[str, ...] = ()
     allowed_host: tuple[str, ...] = ()
@@ -211,6 +217,13 @@ def _host_name(text: str) -> str:
         raise ValueError("must be a host name, optionally with :port") from None
     if not parsed.hostname or parsed.path or parsed.query or parsed.fragment or "@" in value or " " in value:
         raise ValueError("must be a host name, optionally with :port")
+    return value
+
+
+def _domain(text: str) -> str:
+    value = text.strip().lower().lstrip("@")
+    if not value or any(char in value for char in "/:@ ") or "." not in value:
+        raise ValueError("must be an email domain, like example.com")
     return value
 
 
@@ -411,6 +424,17 @@ OPTIONS = (
         "e.g. org_role=admin: only tokens with this claim (and API keys made with --admin) change org rules",
         default="none: every member of the org",
     ),
+    Option("oidc_issuer", _url, "an OpenID Connect provider the console signs people in with"),
+    Option("oidc_client_id", _text, "the console's client id at that provider"),
+    Option("oidc_client_secret_file", Path, "file holding the console's client secret there", metavar="FILE"),
+    Option(
+        "oidc_allowed_domain",
+        _domain,
+        "an email domain whose verified accounts may sign in with the provider (repeatable; at least one)",
+        repeatable=True,
+    ),
+    Option("oidc_account_claim", _text, "the ID-token claim naming the account"),
+    Option("oidc_org_claim", _text, "the ID-token claim naming the account's organization"),
     Option(
         "authorization_server",
         _url,
@@ -576,6 +600,15 @@ def _checked(settings: Settings) -> Settings:
         raise ConfigError("--jwt-secret-file and --jwks-url need --auth jwt")
     if settings.auth == "none" and settings.org_admin_claim:
         raise ConfigError("--org-admin-claim needs --auth jwt (the local principal of --auth none is an admin)")
+    oidc = (settings.oidc_issuer, settings.oidc_client_id, settings.oidc_client_secret_file)
+    if any(value is not None for value in oidc) or settings.oidc_allowed_domain:
+        if any(value is None for value in oidc) or not settings.oidc_allowed_domain:
+            raise ConfigError(
+                "single sign-on needs --oidc-issuer, --oidc-client-id, --oidc-client-secret-file and at least one "
+                "--oidc-allowed-domain"
+            )
+        if settings.auth != "jwt":
+            raise ConfigError("--oidc-issuer needs --auth jwt (with --auth none the console has no sign-in)")
     return settings
 
 
@@ -594,7 +627,7 @@ def _parse(option: Option, source: str, raw: object) -> Any:
         raise ConfigError(f"{source}: invalid value{quoted}: {exc}") from None
 
 
-_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "metrics_token_file", "secrets_dir"})
+_FILE_PATHS = frozenset({"data_dir", "jwt_secret_file", "metrics_token_file", "secrets_dir", "oidc_client_secret_file"})
 
 
 def _read_toml(path: Path) -> dict[str, object]:

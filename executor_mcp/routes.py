@@ -53,6 +53,8 @@ from executor_mcp.web.catalog import CatalogPages
 from executor_mcp.web.connect import ConnectPage
 from executor_mcp.web.console import Console, ConsoleCredentials, is_console_path
 from executor_mcp.web.governance import GovernancePages
+from executor_mcp.web.oauth_callback import OAuthCallbackPage
+from executor_mcp.web.sso import SingleSignOn
 
 
 def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -163,6 +165,7 @@ def create_app(
     stateless_calls: StatelessCalls,
     operations: Operations | None = None,
     audit: AuditTrail | None = None,
+    sso: SingleSignOn | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none` Origin/Host guard
     (off by default, as with bearers). Without `integrations`, the integrations API's routes are absent; without
@@ -171,7 +174,7 @@ def create_app(
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
     those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
     `stateless_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`;
-    `audit`, `/api/audit` (and, with a console, its `/audit` page)."""
+    `audit`, `/api/audit` (and, with a console, its `/audit` page); `sso`, the console's single sign-on."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -183,6 +186,8 @@ def create_app(
     if console is not None:
         api_auth = ConsoleCredentials(console, authenticator)
         console.register(app)
+        if sso is not None:
+            sso.register(app)
         GovernancePages(console).register(app)
         if approvals is not None:
             ApprovalsPages(console, approvals).register(app)
@@ -230,6 +235,8 @@ def create_app(
         IntegrationsApi(integrations, api_auth, policies, handoffs).register(app)
         if handoffs is not None:
             ConnectPage(integrations, handoffs.book, guard).register(app)
+        if console is not None:
+            OAuthCallbackPage(console, integrations).register(app)
         if console is not None and catalog is not None:
             CatalogPages(console, integrations, catalog, handoffs=handoffs is not None).register(app)
 

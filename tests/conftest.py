@@ -51,7 +51,7 @@ async def start_server(
 ) -> ServerUnderTest:
     """A server with the product's catalog, or with `tools` instead; `overrides` are settings, `handoffs` the
     book of connect links (one with the test's clock)."""
-    settings = Settings(host="127.0.0.1", port=0, data_dir=data_dir, **overrides)
+    settings = Settings(**{"host": "127.0.0.1", "port": 0, "data_dir": data_dir, **overrides})
     done = trio.Event()
 
     async def run(task_status: trio.TaskStatus[Running]) -> None:

@@ -6,11 +6,17 @@
     GET /integrations/<slug>    one integration: details, auth templates, the visitor's connections to it, its
                                 tools with their TypeScript (`?query=` filters, `?page=` pages), and refresh,
                                 update and remove
-    GET /connections            the visitor's connections, the new-connection form and the connect-link form
+    GET /connections            the visitor's connections (an OAuth one with its scopes, expiry, last refresh and
+                                health), the new-connection form and the connect-link form
+    POST /connections/reconnect {owner, integration, name} -> {authorizationUrl}: a new sign-in for an OAuth
+                                connection, with its client, template and name (`integrations.oauth.start`);
+                                the page's script sends the browser there. {connected: true} for a client
+                                credentials client, connected at once
 
 Pages only read, through the service calls the JSON API makes, always with `visitor.principal`, so a page shows
 exactly what that API would answer the visitor. Every change is the page script's JSON call to `/api/...`
-(`static/catalog.js`). A connection's values never reach a page: only where they live.
+(`static/catalog.js`), but Reconnect, a JSON POST to the console's own route with the visitor's CSRF token, as
+the console's other posts. A connection's values never reach a page: only where they live.
 """
 
 import time
@@ -32,9 +38,10 @@ from executor_mcp.integrations.mcp.registration import STDIO
 from executor_mcp.integrations.mcp.servers import server_json
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.service import Integrations
-from executor_mcp.integrations.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
+from executor_mcp.integrations.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, text
 from executor_mcp.integrations.wire import BUILT_IN_JSON, integration_json
-from executor_mcp.records.integration_errors import IntegrationError
+from executor_mcp.protocol.errors import Refused
+from executor_mcp.records.integration_errors import IntegrationError, InvalidInput
 from executor_mcp.records.integrations import (
     BUILT_IN_SLUG,
     GRAPHQL,
@@ -49,7 +56,8 @@ from executor_mcp.tools.catalog import Catalog
 from executor_mcp.tools.typescript import TOOL_DEFINITIONS, signature
 from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.integrations_api import MAX_SPEC_BODY_BYTES, tool_matches
-from executor_mcp.web.console import Console
+from executor_mcp.transport.json_answers import json_body, json_error, json_ok
+from executor_mcp.web.console import MAX_SIGN_IN_BODY_BYTES, Console
 from executor_mcp.web.signin import SignIn
 
 # A large spec has thousands of tools: a page renders this many, with links to the others.
@@ -61,6 +69,7 @@ MAX_QUERY_LENGTH = 200
 # How many tool names the add form's preview shows.
 PREVIEW_TOOL_NAMES = 8
 _ELLIPSIS = "\u2026"
+RECONNECT_PATH = "/connections/reconnect"
 
 
 class Described(Protocol):
@@ -194,6 +203,20 @@ def template_views(record: IntegrationRecord) -> tuple[TemplateView, ...]:
 
 
 @attrs.frozen
+class OAuthView:
+    """An OAuth connection's facts, as a page shows them (never a token: the record holds none)."""
+
+    client: str
+    client_owner: str
+    scopes: tuple[str, ...]  # granted
+    missing: tuple[str, ...]  # asked for and not granted
+    expires: str | None  # None: the provider did not say
+    expired: bool
+    refreshed: str | None
+    health: str | None  # why its last tool listing failed; None while healthy
+
+
+@attrs.frozen
 class ConnectionRow:
     owner: str
     integration: str
@@ -202,13 +225,29 @@ class ConnectionRow:
     template: str
     created: str
     label: str | None
+    oauth: OAuthView | None = None
 
 
 def when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
-def connection_row(record: ConnectionRecord) -> ConnectionRow:
+def oauth_view(record: ConnectionRecord, now: float) -> OAuthView | None:
+    if record.oauth_client is None:
+        return None
+    return OAuthView(
+        client=record.oauth_client,
+        client_owner=record.oauth_client_owner or record.owner,
+        scopes=tuple((record.oauth_scope or "").split()),
+        missing=record.missing_scopes,
+        expires=when(record.expires_at) if record.expires_at is not None else None,
+        expired=record.expires_at is not None and record.expires_at <= now,
+        refreshed=when(record.refreshed_at) if record.refreshed_at is not None else None,
+        health=record.sync_error,
+    )
+
+
+def connection_row(record: ConnectionRecord, now: float | None = None) -> ConnectionRow:
     return ConnectionRow(
         owner=record.owner,
         integration=record.integration,
@@ -217,6 +256,7 @@ def connection_row(record: ConnectionRecord) -> ConnectionRow:
         template=record.template,
         created=when(record.created_at),
         label=record.identity_label,
+        oauth=oauth_view(record, time.time() if now is None else now),
     )
 
 
@@ -295,6 +335,9 @@ class CatalogPages:
         self._console.add_page(app, "/integrations", "console_integrations", self._list)
         self._console.add_page(app, "/integrations/<slug>", "console_integration", self._one)
         self._console.add_page(app, "/connections", "console_connections", self._connections)
+        app.add_url_rule(
+            RECONNECT_PATH, "console_reconnect", self._reconnect, methods=["POST"], provide_automatic_options=False
+        )
 
     async def _list(self) -> Response:
         async def build(visitor: SignIn) -> Response:
@@ -432,3 +475,44 @@ class CatalogPages:
             )
 
         return await self._console.page(build)
+
+    async def _reconnect(self) -> Response:
+        """A new sign-in for one of the visitor's OAuth connections: the same client, integration, template, name
+        and owner, so its callback replaces the connection's tokens (`OAuthSignIns.start`, whose checks apply: an
+        org connection is an admin's to reconnect)."""
+        try:
+            visitor = await self._console.visitor(request.headers)
+        except Refused as refused:
+            return json_error(refused.envelope.status, refused.envelope.message)
+        if visitor is None:
+            return json_error(401, "Sign in to the console first")
+        if (refusal := self._console.change_refusal(request.headers, visitor)) is not None:
+            return json_error(refusal.value.status, refusal.value.message)
+        body = await json_body(MAX_SIGN_IN_BODY_BYTES)
+        if isinstance(body, Response):
+            return body
+        signins = self._integrations.oauth
+        if signins is None:
+            return json_error(404, "This server does not serve OAuth connections")
+        principal = visitor.principal
+        try:
+            owner, integration, name = (text(body.get(field), field) for field in ("owner", "integration", "name"))
+            record = await self._integrations.connections.get(principal, owner, integration, name)
+            if record.oauth_client is None:
+                raise InvalidInput(f"{record.address} is not an OAuth connection: replace its values instead")
+            started = await signins.start(
+                principal,
+                {
+                    "client": record.oauth_client,
+                    "clientOwner": record.oauth_client_owner or record.owner,
+                    "owner": record.owner,
+                    "name": record.name,
+                    "integration": record.integration,
+                    "template": record.template,
+                },
+            )
+        except IntegrationError as error:
+            return json_error(error.status, error.message)
+        if started.get("status") == "redirect":
+            return json_ok({"authorizationUrl": started["authorizationUrl"]})
+        return json_ok({"connected": True, "address": record.address})

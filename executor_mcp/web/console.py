@@ -26,6 +26,7 @@ from typing import Any
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import LOCAL_PRINCIPAL, Authenticator, BearerAuth, Principal
+from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.http import HeaderLookup
 from executor_mcp.storage.interfaces import SignInStore
@@ -76,7 +77,9 @@ _NOT_CONSOLE = (API_PREFIX + "/", "/.well-known/")
 
 def is_console_path(path: str) -> bool:
     """Console answers carry no CORS headers: no other origin has any business reading them. Everything but
-    the MCP endpoint, the JSON API and the discovery documents is the console's."""
+    the MCP endpoint, the JSON API and the discovery documents is the console's, and so is the OAuth callback."""
+    if path == OAUTH_CALLBACK_PATH:  # under /api, but a page a person's browser opens (`web/oauth_callback.py`)
+        return True
     return path != MCP_PATH and path != API_PREFIX and not path.startswith(_NOT_CONSOLE)
 
 
@@ -100,6 +103,7 @@ class Console:
         self._public = public
         self._clock = clock
         self._assets: dict[str, Asset] = load_assets()
+        self.offers_sso = False  # set when single sign-on registers its routes (`web/sso.py`)
 
     @property
     def local(self) -> bool:
@@ -232,7 +236,9 @@ class Console:
             return Response(b"", status=303, headers={"Location": "/", **page_headers()})
         if request.method == "GET":
             wanted = safe_next(request.args.get("next"))
-            return self.view(None, "signin.html", title="Sign in", page="signin", next=wanted, link=False)
+            return self.view(
+                None, "signin.html", title="Sign in", page="signin", next=wanted, link=False, sso=self.offers_sso
+            )
         if (refusal := self.change_refusal(request.headers, None)) is not None:
             return json_error(refusal.value.status, refusal.value.message)
         body = await json_body(MAX_SIGN_IN_BODY_BYTES)

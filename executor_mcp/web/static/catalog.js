@@ -223,6 +223,24 @@
     }
   }
 
+  // Reconnect an OAuth connection: the console starts a new sign-in with its client, template and name, and the
+  // browser goes to the provider's sign-in (whose callback brings it back and replaces the tokens).
+  function reconnects(status) {
+    for (const button of document.querySelectorAll("#connections button.reconnect")) {
+      button.addEventListener("click", async () => {
+        const { owner, integration, name } = button.closest("tr").dataset;
+        button.disabled = true;
+        say(status, `Starting a new sign-in for tools.${integration}.${owner}.${name}\u2026`);
+        const answer = await api("POST", "/connections/reconnect", { owner, integration, name });
+        const url = answer.ok ? answer.data.authorizationUrl : undefined;
+        if (typeof url === "string" && /^https?:\/\//i.test(url)) return location.assign(url);
+        button.disabled = false;
+        if (answer.ok && answer.data.connected) return say(status, `Reconnected tools.${integration}.${owner}.${name}.`, "done");
+        say(status, answer.ok ? "The server answered no sign-in address." : errorText(answer.data), "error");
+      });
+    }
+  }
+
   // -- adding an MCP server or a GraphQL API --------------------------------------------------------------
 
   const lines = (text) => text.split("\n").map((line) => line.replace(/\r$/, "")).filter((line) => line.trim());
@@ -468,6 +486,7 @@
     if (document.body.dataset.page !== "connections") return;
     const status = $("status");
     removals(status);
+    reconnects(status);
     const data = $("choices");
     if (!data) return;
     const choices = JSON.parse(data.textContent);
