@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import trio
+
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.access import account_of, org_of, require_admin
 from executor_mcp.integrations.addresses import valid_slug
@@ -47,6 +49,7 @@ from executor_mcp.records.oauth import (
     TOKEN_AUTH_METHODS,
     OAuthClientRecord,
 )
+from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import SecretPartition, SecretProviders
 from executor_mcp.storage.interfaces import OAuthStore
 from executor_mcp.storage.records import Owner as Principal
@@ -70,7 +73,7 @@ _CREATE_FIELDS = frozenset(
         "issuer",
     }
 )
-_DYNAMIC_FIELDS = frozenset(
+DYNAMIC_FIELDS = frozenset(
     {
         "owner",
         "slug",
@@ -148,6 +151,8 @@ class OAuthClients:
         self._secrets = secrets
         self._outbound = outbound
         self._clock = clock
+        # One dynamic registration at a time per owner here, so two first sign-ins register once.
+        self._registering: dict[tuple[str, str, str], trio.Lock] = {}
 
     async def create(self, principal: Principal, body: Any) -> OAuthClientRecord:
         """Register a client by hand (upsert by owner and slug); its secret, if any, goes to the sealed store."""
@@ -224,7 +229,10 @@ class OAuthClients:
         secret = None
         if record.secret_item:
             partition = SecretPartition(record.org_id, record.account_id)
-            secret = await self._secrets.default_writable.get(partition, record.secret_item)
+            try:
+                secret = await self._secrets.default_writable.get(partition, record.secret_item)
+            except SecretUnreadable:
+                secret = None
             if secret is None:
                 raise OAuthStartFailed(f"The secret of OAuth client {record.slug} cannot be read: register it again")
         return ClientAuth(record.client_id, secret, record.token_auth_method)
@@ -269,22 +277,44 @@ class OAuthClients:
         """The client registered with this server for this resource and redirect URI, reused if there is one,
         else registered now (RFC 7591)."""
         values = object_of(body)
-        check_known(values, _DYNAMIC_FIELDS)
+        check_known(values, DYNAMIC_FIELDS)
         org, owner = org_of(principal), _owner(values, principal)
         endpoint = str(_endpoint(values, "registrationEndpoint"))
         redirect = str(_endpoint({"redirectUri": values.get("redirectUri") or redirect_uri}, "redirectUri"))
         resource = _endpoint(values, "resource", required=False)
         issuer = _endpoint(values, "issuer", required=False) or _origin(endpoint)
-        account = account_of(owner, principal)
-        for known in await self._store.clients(org, principal.account_id):
-            if (
-                known.owner == owner
-                and known.origin == DYNAMIC
-                and known.origin_issuer == issuer
-                and known.resource == resource
-                and known.origin_redirect_uri == redirect
-            ):
-                return known
+        authorization_url = str(_endpoint(values, "authorizationUrl"))
+        token_url = str(_endpoint(values, "tokenUrl"))
+        key = (org, owner, account_of(owner, principal))
+        lock = self._registering.setdefault(key, trio.Lock())
+        try:
+            async with lock:
+                for known in await self._store.clients(org, principal.account_id):
+                    if (
+                        known.owner == owner
+                        and known.origin == DYNAMIC
+                        and known.origin_issuer == issuer
+                        and known.resource == resource
+                        and known.origin_redirect_uri == redirect
+                        and (known.authorization_url, known.token_url) == (authorization_url, token_url)
+                    ):
+                        return known
+                return await self._register(values, principal, owner, endpoint, redirect, resource, issuer)
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._registering.pop(key, None)
+
+    async def _register(
+        self,
+        values: JsonObject,
+        principal: Principal,
+        owner: str,
+        endpoint: str,
+        redirect: str,
+        resource: str | None,
+        issuer: str,
+    ) -> OAuthClientRecord:
+        org, account = org_of(principal), account_of(owner, principal)
         scopes = values.get("scopes", [])
         if not isinstance(scopes, list) or not all(isinstance(scope, str) for scope in scopes) or len(scopes) > 100:
             raise InvalidInput("scopes must be a list of at most 100 strings")
@@ -297,7 +327,9 @@ class OAuthClients:
             raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc.message}") from None
         except RegistrationFailed as exc:
             raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc}") from None
-        slug = values.get("slug") if valid_slug(values.get("slug")) else _dynamic_slug(issuer, resource, redirect)
+        slug = values.get("slug")
+        if not valid_slug(slug):
+            slug = _dynamic_slug(issuer, resource, redirect, str(_endpoint(values, "tokenUrl")))
         item = secret_item(owner, str(slug)) if registered.secret else None
         if registered.secret and item:
             await self._secrets.default_writable.set(SecretPartition(org, account), {item: registered.secret})
@@ -329,8 +361,8 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _dynamic_slug(issuer: str, resource: str | None, redirect: str) -> str:
-    """`dcr-<host>-<hash>`: one per server, resource and redirect URI, within the slug's 64 characters."""
+def _dynamic_slug(issuer: str, resource: str | None, redirect: str, token_url: str) -> str:
+    """`dcr-<host>-<hash>`: one per server, resource, redirect URI and token endpoint, within 64 characters."""
     host = "".join(char if char.isalnum() else "-" for char in (urlsplit(issuer).hostname or "server"))[:40]
-    digest = hashlib.sha256(f"{issuer}\n{resource or ''}\n{redirect}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{issuer}\n{resource or ''}\n{redirect}\n{token_url}".encode()).hexdigest()[:12]
     return f"dcr-{host}-{digest}"

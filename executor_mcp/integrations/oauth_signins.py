@@ -10,7 +10,8 @@ however many calls wait (`Refreshes`), and a refusal becomes the typed failure a
 """
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -23,6 +24,7 @@ from executor_mcp.integrations.oauth_clients import OWNERS, OAuthClients
 from executor_mcp.integrations.validation import MAX_NAME_LENGTH, check_known, object_of, optional_text, text
 from executor_mcp.oauth.flows import FLOW_TTL, MAX_FLOWS_PER_ACCOUNT, CallbackRefused, check_callback
 from executor_mcp.oauth.grants import (
+    ClientAuth,
     TokenError,
     Tokens,
     authorization_url,
@@ -49,15 +51,26 @@ from executor_mcp.records.integration_errors import (
 )
 from executor_mcp.records.integrations import TOKEN, ConnectionRecord, IntegrationRecord
 from executor_mcp.records.oauth import CLIENT_CREDENTIALS, OAuthClientRecord, OAuthFlowRecord
+from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.interfaces import CatalogStore, OAuthStore
 from executor_mcp.storage.records import Owner as Principal
 
 REFRESH = "refresh"  # the input holding a connection's refresh token
 OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the authorization server sends users back
-_START_FIELDS = frozenset(
+START_FIELDS = frozenset(
     {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
 )
+
+
+@attrs.define
+class _Refreshing:
+    """One connection's lock, shared by its refreshes and its (re)connect, and what its last refresh did: a call
+    that waited on a refresh that failed hears the same failure instead of trying again in turn."""
+
+    lock: trio.Lock = attrs.Factory(trio.Lock)
+    attempts: int = 0
+    failure: "RefreshFailed | None" = None
 
 
 class RefreshFailed(Exception):
@@ -118,7 +131,7 @@ class OAuthSignIns:
         self._callback_url = callback_url
         self._settle = settle  # what a connection just written goes through (its tools listed, for MCP)
         self._clock = clock
-        self._refreshing: dict[tuple[str, ...], trio.Lock] = {}
+        self._refreshing: dict[tuple[str, ...], _Refreshing] = {}  # bounded by the calls in flight
 
     def callback_url(self) -> str:
         return self._callback_url()
@@ -127,7 +140,7 @@ class OAuthSignIns:
 
     async def start(self, principal: Principal, body: Any) -> JsonObject:
         values = object_of(body)
-        check_known(values, _START_FIELDS)
+        check_known(values, START_FIELDS)
         owner, client_owner = values.get("owner", "user"), values.get("clientOwner", values.get("owner", "user"))
         if owner not in OWNERS or client_owner not in OWNERS:
             raise InvalidInput('owner and clientOwner must be "org" or "user"')
@@ -138,11 +151,17 @@ class OAuthSignIns:
         target = await self._target(principal, values, str(owner))
         client = await self._clients.get(principal, str(client_owner), text(values.get("client"), "client"))
         identity = optional_text(values, "identityLabel", MAX_NAME_LENGTH)
+        if client.grant == CLIENT_CREDENTIALS and client.owner == "org" and target.owner == "user":
+            raise OAuthStartFailed(
+                "An org's client-credentials client makes org connections only: its token is the org's"
+            )
         if client.grant == CLIENT_CREDENTIALS:
             tokens = await self._exchange(client, client_credentials_form(target.scopes, client.resource), start=True)
             record = await self._mint(principal, target, client, tokens, identity)
             return {"status": "connected", "connection": record}
         redirect = optional_text(values, "redirectUri", 2048) or self._callback_url()
+        if redirect not in (self._callback_url(), client.origin_redirect_uri):
+            raise OAuthStartFailed("redirectUri must be this server's OAuth callback")
         if endpoint_problem(redirect) is not None:
             raise OAuthStartFailed("The redirect URI must be https (or http on a loopback host): set --public-url")
         state, verifier, now = new_state(), new_verifier(), self._clock()
@@ -258,8 +277,23 @@ class OAuthSignIns:
         identity: str | None,
     ) -> ConnectionRecord:
         """Write the connection and its tokens (a reconnect replaces both, keeping the description)."""
-        org, account, now = org_of(principal), account_of(target.owner, principal), self._clock()
+        org, account = org_of(principal), account_of(target.owner, principal)
         integration = target.integration.slug
+        # Under the connection's lock: a refresh of the old grant finishing now must not overwrite these tokens.
+        async with self._held((org, target.owner, account, integration, target.name)):
+            record = await self._write(org, account, target, client, tokens, identity)
+        return record if self._settle is None else await self._settle(target.integration, record)
+
+    async def _write(
+        self,
+        org: str,
+        account: str,
+        target: _Target,
+        client: OAuthClientRecord,
+        tokens: Tokens,
+        identity: str | None,
+    ) -> ConnectionRecord:
+        integration, now = target.integration.slug, self._clock()
         existing = await self._catalog.get_connection(org, target.owner, account, integration, target.name)
         values = {TOKEN: tokens.access_token}
         if tokens.refresh_token:
@@ -281,6 +315,7 @@ class OAuthSignIns:
             description=existing.description if existing else None,
             oauth_client=client.slug,
             oauth_client_owner=client.owner,
+            oauth_token_url=client.token_url,
             expires_at=now + tokens.expires_in if tokens.expires_in is not None else None,
             oauth_scope=" ".join(granted) or None,
             missing_scopes=missing_scopes(target.scopes, granted) if client.grant != CLIENT_CREDENTIALS else (),
@@ -291,7 +326,7 @@ class OAuthSignIns:
             raise IntegrationNotFound(f"Integration not found: {integration}", slug=integration)
         if existing is not None:
             await self._secrets.forget(existing, replaced_by=record)
-        return record if self._settle is None else await self._settle(target.integration, record)
+        return record
 
     # -- fresh tokens for calls --------------------------------------------------------------------------
 
@@ -303,17 +338,33 @@ class OAuthSignIns:
         ):
             return connection
         key = (connection.org_id, connection.owner, connection.account_id, connection.integration, connection.name)
-        lock = self._refreshing.setdefault(key, trio.Lock())
+        seen = self._refreshing.setdefault(key, _Refreshing()).attempts
+        async with self._held(key) as entry:
+            if entry.attempts != seen and entry.failure is not None:
+                raise entry.failure  # the refresh this call waited for failed: the same answer, no second try
+            current = await self._catalog.get_connection(*key)
+            if current is None:
+                raise RefreshFailed("the connection was removed", reauth=True)
+            if not refresh_due(current.expires_at, self._clock(), current.refreshed_at):
+                return current  # refreshed while this call waited (here, or by another instance)
+            entry.attempts += 1
+            try:
+                refreshed = await self._refresh(current)
+            except RefreshFailed as failed:
+                entry.failure = failed
+                raise
+            entry.failure = None
+            return refreshed
+
+    @asynccontextmanager
+    async def _held(self, key: tuple[str, ...]) -> AsyncIterator[_Refreshing]:
+        """The connection's lock held; its entry dropped once nobody holds or waits for it."""
+        entry = self._refreshing.setdefault(key, _Refreshing())
         try:
-            async with lock:
-                current = await self._catalog.get_connection(*key)
-                if current is None:
-                    raise RefreshFailed("the connection was removed", reauth=True)
-                if not refresh_due(current.expires_at, self._clock(), current.refreshed_at):
-                    return current  # refreshed while this call waited (here, or by another instance)
-                return await self._refresh(current)
+            async with entry.lock:
+                yield entry
         finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+            if not entry.lock.locked() and entry.lock.statistics().tasks_waiting == 0:
                 self._refreshing.pop(key, None)
 
     async def _refresh(self, connection: ConnectionRecord) -> ConnectionRecord:
@@ -322,13 +373,22 @@ class OAuthSignIns:
         client = await self._store.get_client(connection.org_id, owner, account, connection.oauth_client or "")
         if client is None:
             raise RefreshFailed(f'OAuth client "{connection.oauth_client}" is no longer registered.', reauth=True)
+        if connection.oauth_token_url is not None and client.token_url != connection.oauth_token_url:
+            # Its refresh token goes only where it came from: a client re-registered elsewhere signs in again.
+            raise RefreshFailed(
+                f'OAuth client "{client.slug}" has another token endpoint than this connection was made with.',
+                reauth=True,
+            )
         partition = SecretPartition.of(connection)
         scopes = tuple((connection.oauth_scope or "").split())
         if client.grant == CLIENT_CREDENTIALS:
             form = client_credentials_form(scopes, client.resource)
         else:
             item = connection.item_ids.get(REFRESH)
-            stored = await self._secrets.get(connection.provider or "", partition, item) if item else None
+            try:
+                stored = await self._secrets.get(connection.provider or "", partition, item) if item else None
+            except SecretUnreadable:
+                raise RefreshFailed("Stored refresh token could not be resolved.", reauth=True) from None
             if stored is None:
                 raise RefreshFailed("No refresh token is stored for this connection.", reauth=True)
             form = refresh_form(stored, scopes, client.resource)
@@ -336,6 +396,20 @@ class OAuthSignIns:
             auth = await self._clients.auth(client)
         except OAuthStartFailed as exc:
             raise RefreshFailed(exc.message, reauth=True) from None
+        # Shielded from the exchange to the write: a rotating server has spent the old refresh token the moment
+        # it answers, so the new one must be kept even if the call that asked is gone (each step is bounded).
+        with trio.CancelScope(shield=True):
+            refreshed = await self._exchange_and_keep(connection, client, auth, form, partition)
+        return refreshed  # noqa: RET504 (returned after the scope: a `with` could swallow, as mypy knows)
+
+    async def _exchange_and_keep(
+        self,
+        connection: ConnectionRecord,
+        client: OAuthClientRecord,
+        auth: ClientAuth,
+        form: dict[str, str],
+        partition: SecretPartition,
+    ) -> ConnectionRecord:
         try:
             answer = read_tokens(await self._outbound.send(token_request(client.token_url, auth, form)))
         except OutboundFailure as exc:

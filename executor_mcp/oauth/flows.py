@@ -35,7 +35,7 @@ def check_callback(flow: OAuthFlowRecord, params: Mapping[str, str]) -> str | Ca
     issuer = params.get("iss")
     if issuer is None and flow.iss_required:
         return CallbackRefused("The sign-in answer does not say which authorization server sent it (no iss)")
-    if issuer is not None and flow.issuer is not None and issuer.rstrip("/") != flow.issuer.rstrip("/"):
+    if issuer is not None and flow.issuer is not None and issuer != flow.issuer:
         return CallbackRefused("The sign-in answer came from another authorization server (iss mismatch)")
     code = params.get("code")
     if not code or len(code) > MAX_CODE_LENGTH:

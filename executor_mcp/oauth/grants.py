@@ -136,6 +136,7 @@ def token_request(token_url: str, client: ClientAuth, form: dict[str, str]) -> O
         headers=tuple(headers),
         body=urlencode(body).encode(),
         credential_headers=credential_headers,
+        follow_redirects=False,
     )
 
 
@@ -143,7 +144,7 @@ def read_tokens(response: OutboundResponse) -> Tokens | TokenError:
     """The token endpoint's answer: tokens from a 200 with a bearer access token, else the error it gave."""
     try:
         document = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # nesting too deep is no answer either
         document = None
     if not isinstance(document, dict):
         return TokenError(None, "its answer is not a JSON object", response.status)

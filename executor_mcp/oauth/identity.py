@@ -40,10 +40,12 @@ def verify_id_token(
             key = keys[0]
         if key is None:
             raise IdentityRefused("The sign-in was signed with a key the provider does not publish")
+        if key.algorithm_name not in ALGORITHMS:
+            raise IdentityRefused("The provider signs with an algorithm this server does not accept")
         claims: dict[str, Any] = jwt.decode(
             raw,
-            key.key,
-            algorithms=list(ALGORITHMS),
+            key,
+            algorithms=[key.algorithm_name],
             audience=client_id,
             issuer=issuer,
             leeway=LEEWAY,
@@ -51,7 +53,7 @@ def verify_id_token(
         )
     except IdentityRefused:
         raise
-    except jwt.PyJWTError as exc:
+    except (jwt.PyJWTError, TypeError, ValueError) as exc:
         raise IdentityRefused(f"The provider's ID token is not valid: {exc}") from None
     if claims.get("nonce") != nonce:
         raise IdentityRefused("The provider's ID token was not issued for this sign-in (nonce)")
@@ -68,7 +70,8 @@ def identity_of(
     if not isinstance(account, str) or not 0 < len(account) <= MAX_CLAIM_LENGTH or not account.isprintable():
         raise IdentityRefused(f"The provider did not name an account (claim {account_claim!r})")
     if "@" in account or account_claim == "email":
-        if claims.get("email_verified") is not True and account_claim == "email":
+        # An address decides the domain rule, so it must be one the provider verified (not a name the user set).
+        if claims.get("email_verified") is not True:
             raise IdentityRefused("The provider has not verified this email address")
         domain = account.rpartition("@")[2].lower()
         if domain not in allowed_domains:

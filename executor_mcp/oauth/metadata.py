@@ -123,7 +123,7 @@ def resource_metadata_url(www_authenticate: str | None) -> str | None:
 def _document(raw: bytes, what: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise MetadataError(f"{what} is not JSON") from None
     if not isinstance(value, dict):
         raise MetadataError(f"{what} is not a JSON object")

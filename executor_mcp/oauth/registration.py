@@ -51,13 +51,14 @@ def registration_request(
         url=endpoint,
         headers=(("Content-Type", "application/json"), ("Accept", "application/json")),
         body=json.dumps(document).encode(),
+        follow_redirects=False,
     )
 
 
 def read_registration(response: OutboundResponse, method: str) -> Registered:
     try:
         document = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         document = None
     if not isinstance(document, dict):
         raise RegistrationFailed(f"the registration endpoint answered HTTP {response.status} with no JSON object")

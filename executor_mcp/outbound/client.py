@@ -422,7 +422,7 @@ class Outbound:
                 raise OutboundFailure(BLOCKED, refused.message)
             response = await self._send_one(transport, method, url, headers, body)
             location = response.headers.get("location")
-            if response.status_code not in REDIRECT_STATUSES or location is None:
+            if response.status_code not in REDIRECT_STATUSES or location is None or not request.follow_redirects:
                 return response
             await response.aclose()
             if hop == self.settings.max_redirects:

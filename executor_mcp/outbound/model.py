@@ -29,6 +29,9 @@ class OutboundRequest:
     body: bytes | None = attrs.field(default=None, repr=False)
     credential_headers: frozenset[str] = frozenset()
     credential_query: frozenset[str] = frozenset()
+    # False for requests whose body holds a credential (OAuth's token and registration requests): a redirect
+    # would carry the body to wherever it points, so its answer is taken as it is.
+    follow_redirects: bool = True
 
 
 @attrs.frozen

@@ -183,6 +183,7 @@ class ConnectionRecord:
     # last refreshed. Its `item_ids` hold `token` and, when one was issued, `refresh`.
     oauth_client: str | None = None
     oauth_client_owner: str | None = None
+    oauth_token_url: str | None = None  # where its tokens came from: a refresh goes nowhere else
     expires_at: float | None = None
     oauth_scope: str | None = None
     missing_scopes: tuple[str, ...] = ()

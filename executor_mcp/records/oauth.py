@@ -68,7 +68,7 @@ class OAuthFlowRecord:
     name: str  # the connection's name
     template: str
     redirect_uri: str
-    code_verifier: str  # PKCE (S256); held only until the callback takes the flow
+    code_verifier: str = attrs.field(repr=False)  # PKCE (S256); held only until the callback takes the flow
     scopes: tuple[str, ...]  # requested
     created_at: float
     expires_at: float

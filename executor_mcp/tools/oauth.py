@@ -19,8 +19,8 @@ import attrs
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.access import require_admin
 from executor_mcp.integrations.addresses import valid_slug
-from executor_mcp.integrations.oauth_clients import OWNERS, OAuthClients
-from executor_mcp.integrations.oauth_signins import OAuthSignIns
+from executor_mcp.integrations.oauth_clients import DYNAMIC_FIELDS, OWNERS, OAuthClients
+from executor_mcp.integrations.oauth_signins import START_FIELDS, OAuthSignIns
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.validation import check_known, object_of, optional_text, text
 from executor_mcp.integrations.wire import connection_json, probe_json
@@ -34,25 +34,6 @@ from executor_mcp.tools.context import CallContext
 # Upstream's inputs, field for field (§A.1 `CreateClient` less its secret, `RegisterDynamic`, `Start`).
 CREATE_FIELDS = frozenset(
     {"owner", "slug", "authorizationUrl", "tokenUrl", "grant", "clientId", "resource", "originIntegration"}
-)
-DYNAMIC_FIELDS = frozenset(
-    {
-        "owner",
-        "slug",
-        "issuer",
-        "registrationEndpoint",
-        "authorizationUrl",
-        "tokenUrl",
-        "resource",
-        "scopes",
-        "tokenEndpointAuthMethodsSupported",
-        "clientName",
-        "redirectUri",
-        "originIntegration",
-    }
-)
-START_FIELDS = frozenset(
-    {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
 )
 MAX_SCOPES = 100
 NO_SECRET = (

@@ -133,7 +133,7 @@ class SingleSignOn:
         flow = _unseal(self._key, _cookie(request.headers.get("cookie")), self._clock())
         cleared = self._flow_cookie("", 0)
         state = request.args.get("state", "")
-        if flow is None or not hmac.compare_digest(str(flow.get("state", "")), state):
+        if flow is None or not hmac.compare_digest(str(flow.get("state", "")).encode(), state.encode()):
             return self._failed(400, "This sign-in has expired or was started elsewhere. Start it again.", cleared)
         if "error" in request.args:
             words = escape(request.args.get("error_description") or request.args.get("error", ""))[:300]
@@ -263,7 +263,7 @@ def _unseal(key: bytes, value: str | None, now: float) -> dict[str, Any] | None:
     if not value or len(value) > 4096 or value.count(".") != 1:
         return None
     payload, mac = value.split(".")
-    if not hmac.compare_digest(mac, json_mac(key, [_PURPOSE, payload])):
+    if not hmac.compare_digest(mac.encode(), json_mac(key, [_PURPOSE, payload]).encode()):
         return None
     try:
         flow = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

@@ -134,8 +134,8 @@ class World:
         )
         return str(registered["client"])
 
-    async def start(self, client: str, auth: dict[str, str] = ADMIN, owner: str = "org") -> dict[str, Any]:
-        body = {
+    async def start_body(self, client: str, owner: str = "org") -> dict[str, Any]:
+        return {
             "client": client,
             "clientOwner": "org",
             "owner": owner,
@@ -143,7 +143,9 @@ class World:
             "integration": "orders",
             "template": "oauth-oauth",
         }
-        return dict(await self.ok("POST", "/api/oauth/start", body, auth))
+
+    async def start(self, client: str, auth: dict[str, str] = ADMIN, owner: str = "org") -> dict[str, Any]:
+        return dict(await self.ok("POST", "/api/oauth/start", await self.start_body(client, owner), auth))
 
     async def connect(self, client: str, *, narrow: bool = False) -> dict[str, Any]:
         started = await self.start(client)
@@ -322,3 +324,29 @@ async def test_oauth_connect_an_mcp_server_that_signs_in_as_the_mcp_spec_says(wo
         result = await world.execute(f"return await tools.{added['slug']}.org.main.echo({{ text: 'hi' }});")
         assert result["result"]["ok"] is True, result
         assert result["result"]["data"]["structuredContent"] == {"result": "echo: hi"}
+
+
+@pytest.mark.parametrize("world", [3], indirect=True)
+async def test_oauth_a_client_repointed_elsewhere_is_never_sent_a_refresh_token(world: World) -> None:
+    """An admin who registers the client again with another token endpoint does not receive the members'
+    refresh tokens: a refresh goes only where the connection's tokens came from."""
+    client = await world.client()
+    await world.connect(client)
+    stolen = world.api.url + "/steal"
+    body = {
+        "owner": "org",
+        "slug": client,
+        "authorizationUrl": world.discovery["authorization_endpoint"],
+        "tokenUrl": stolen,
+        "clientId": "someone-else",
+    }
+    await world.ok("POST", "/api/oauth/clients", body)
+    await trio.sleep(2)
+    error = (await world.execute(READ))["result"]["error"]
+    assert error["code"] == "oauth_reauth_required", error
+    assert not world.api.calls("/steal")
+    refused = await world.call(
+        "POST", "/api/oauth/start", {**(await world.start_body(client)), "redirectUri": "https://evil.example/cb"}
+    )
+    assert refused.status_code == 400
+    assert refused.json()["message"] == "redirectUri must be this server's OAuth callback"

@@ -3,9 +3,13 @@ token endpoint's requests and answers, dynamic registration, and a callback chec
 
 import base64
 import json
+import time
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from executor_mcp.oauth.flows import CallbackRefused, check_callback
 from executor_mcp.oauth.grants import (
@@ -22,6 +26,7 @@ from executor_mcp.oauth.grants import (
     refresh_form,
     token_request,
 )
+from executor_mcp.oauth.identity import IdentityRefused, identity_of, verify_id_token
 from executor_mcp.oauth.metadata import (
     MetadataError,
     authorization_server_urls,
@@ -317,7 +322,8 @@ def flow(issuer: str | None = "https://auth.example.com", iss_required: bool = T
 
 
 def test_oauth_callback_gives_the_code_or_says_why_not() -> None:
-    assert check_callback(flow(), {"code": "c1", "iss": "https://auth.example.com/"}) == "c1"
+    assert check_callback(flow(), {"code": "c1", "iss": "https://auth.example.com"}) == "c1"
+    assert isinstance(check_callback(flow(), {"code": "c1", "iss": "https://auth.example.com/"}), CallbackRefused)
     assert check_callback(flow(iss_required=False), {"code": "c1"}) == "c1"
     assert check_callback(flow(issuer=None, iss_required=False), {"code": "c1", "iss": "https://x"}) == "c1"
     mixed_up = check_callback(flow(), {"code": "c1", "iss": "https://evil.example.com"})
@@ -327,3 +333,81 @@ def test_oauth_callback_gives_the_code_or_says_why_not() -> None:
     assert denied == CallbackRefused("The OAuth provider refused the sign-in: access_denied User  said no", True)
     assert isinstance(check_callback(flow(), {"iss": "https://auth.example.com"}), CallbackRefused)
     assert isinstance(check_callback(flow(), {"code": "x" * 5000, "iss": "https://auth.example.com"}), CallbackRefused)
+
+
+# -- hostile answers, and who a sign-in names ----------------------------------------------------------------
+
+
+def test_oauth_credential_bearing_requests_never_follow_a_redirect() -> None:
+    assert (
+        token_request("https://a/token", ClientAuth("c", "s", AUTH_POST), refresh_form("r", [], None)).follow_redirects
+        is False
+    )
+    assert registration_request("https://a/register", "https://m/cb", [], AUTH_NONE).follow_redirects is False
+
+
+def test_oauth_documents_nested_too_deep_are_refused_not_a_crash() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(MetadataError, match="not JSON"):
+        parse_authorization_server(deep, None)
+    assert isinstance(read_tokens(answer(200, deep)), TokenError)
+    with pytest.raises(RegistrationFailed):
+        read_registration(answer(201, deep), AUTH_NONE)
+
+
+def id_token(key: Any, **claims: Any) -> str:
+    now = time.time()
+    body = {
+        "iss": "https://idp.example",
+        "aud": "console",
+        "sub": "u1",
+        "iat": int(now),
+        "exp": int(now) + 60,
+        "nonce": "n1",
+        **claims,
+    }
+    return jwt.encode(body, key, algorithm="RS256", headers={"kid": "k1"})
+
+
+def test_oauth_an_id_token_is_verified_and_its_claims_name_an_account_and_org() -> None:
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = jwt.PyJWK.from_dict(
+        {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private.public_key())), "kid": "k1", "alg": "RS256"}
+    )
+    good = id_token(private, email="Alice@Acme.test", email_verified=True, org="acme")
+    claims = verify_id_token(
+        good, [public], issuer="https://idp.example", client_id="console", nonce="n1", now=time.time()
+    )
+    who = identity_of(claims, account_claim="email", org_claim="org", allowed_domains={"acme.test"})
+    assert (who.account_id, who.org_id) == ("alice@acme.test", "acme")
+    for token, words in [
+        (id_token(private, nonce="other"), "nonce"),
+        (id_token(private, aud="someone-else"), "not valid"),
+        (id_token(private, iss="https://evil.example"), "not valid"),
+        (id_token(private, exp=int(time.time()) - 3600), "not valid"),
+    ]:
+        with pytest.raises(IdentityRefused, match=words):
+            verify_id_token(
+                token, [public], issuer="https://idp.example", client_id="console", nonce="n1", now=time.time()
+            )
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(IdentityRefused):
+        verify_id_token(
+            id_token(other), [public], issuer="https://idp.example", client_id="console", nonce="n1", now=time.time()
+        )
+    for claims_, words in [
+        ({"email": "eve@other.test", "email_verified": True, "org": "acme"}, "Accounts of other.test"),
+        ({"email": "alice@acme.test", "email_verified": False, "org": "acme"}, "not verified"),
+        ({"email": "alice@acme.test", "email_verified": True}, "did not name an organization"),
+        ({"org": "acme"}, "did not name an account"),
+    ]:
+        with pytest.raises(IdentityRefused, match=words):
+            identity_of(claims_, account_claim="email", org_claim="org", allowed_domains={"acme.test"})
+    # Another claim that looks like an address decides the domain rule only when the provider verified it.
+    with pytest.raises(IdentityRefused, match="not verified"):
+        identity_of(
+            {"preferred_username": "me@acme.test", "org": "acme"},
+            account_claim="preferred_username",
+            org_claim="org",
+            allowed_domains={"acme.test"},
+        )
