@@ -65,6 +65,33 @@ class StaticTool:
     validate: Validator | None = None  # checked before any approval is asked, so a doomed call costs no human
 
 
+def core_tool(
+    group: str,
+    name: str,
+    description: str,
+    properties: JsonObject,
+    required: list[str],
+    output: JsonObject,
+    handler: Handler,
+    validate: Validator | None = None,
+    *,
+    gated: bool = False,
+) -> StaticTool:
+    """A tool `executor.coreTools.<group>.<name>` of the built-in integration, its input an object of
+    `properties`; a gated one's `validate` runs before its approval is asked."""
+    return StaticTool(
+        id=f"executor.coreTools.{group}.{name}",
+        integration="executor",
+        name=f"{group}.{name}",
+        description=description,
+        input_schema={"type": "object", "properties": properties, "required": required},
+        output_schema=output,
+        handler=handler,
+        requires_approval=gated,
+        validate=validate,
+    )
+
+
 @attrs.frozen
 class Integration:
     slug: str

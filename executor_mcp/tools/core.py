@@ -28,7 +28,7 @@ from executor_mcp.policies.service import (
     parse_owner,
 )
 from executor_mcp.records.integrations import BUILT_IN, BUILT_IN_DESCRIPTION, BUILT_IN_NAME, BUILT_IN_SLUG
-from executor_mcp.tools.catalog import Catalog, Integration, StaticTool
+from executor_mcp.tools.catalog import Catalog, Integration, StaticTool, core_tool
 from executor_mcp.tools.connected import ConnectedTools
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure
@@ -155,40 +155,18 @@ def _policy_failures() -> Iterator[None]:
         raise ToolFailure("policy_refused", str(exc)) from None
 
 
-def _policy_tool(
-    name: str,
-    description: str,
-    properties: JsonObject,
-    required: list[str],
-    output: JsonObject,
-    handler,
-    validate=None,
-    gated: bool = True,
-) -> StaticTool:
-    return StaticTool(
-        id=f"executor.coreTools.policies.{name}",
-        integration="executor",
-        name=f"policies.{name}",
-        description=description,
-        input_schema={"type": "object", "properties": properties, "required": required},
-        output_schema=output,
-        handler=handler,
-        requires_approval=gated,
-        validate=validate,
-    )
-
-
 POLICY_TOOLS = (
-    _policy_tool(
+    core_tool(
+        "policies",
         "list",
         "List the tool policies that apply to you, in evaluation order.",
         {},
         [],
         {"type": "object", "properties": {"policies": {"type": "array", "items": _POLICY}}, "required": ["policies"]},
         _list_policies,
-        gated=False,
     ),
-    _policy_tool(
+    core_tool(
+        "policies",
         "create",
         "Create a tool policy. Patterns match tool ids such as `integration.owner.connection.tool`.",
         {"owner": _OWNER, "pattern": {"type": "string"}, "action": _ACTION, "position": {"type": "string"}},
@@ -196,8 +174,10 @@ POLICY_TOOLS = (
         _POLICY,
         _create_policy,
         _validate_create,
+        gated=True,
     ),
-    _policy_tool(
+    core_tool(
+        "policies",
         "update",
         "Change a tool policy's pattern, action or position.",
         {
@@ -211,8 +191,10 @@ POLICY_TOOLS = (
         _POLICY,
         _update_policy,
         _validate_update,
+        gated=True,
     ),
-    _policy_tool(
+    core_tool(
+        "policies",
         "remove",
         "Remove a tool policy.",
         {"id": {"type": "string"}, "owner": _OWNER},
@@ -220,6 +202,7 @@ POLICY_TOOLS = (
         {"type": "object", "properties": {"removed": {"type": "boolean"}}, "required": ["removed"]},
         _remove_policy,
         _validate_remove,
+        gated=True,
     ),
 )
 

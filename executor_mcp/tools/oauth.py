@@ -28,7 +28,7 @@ from executor_mcp.oauth.metadata import endpoint_problem
 from executor_mcp.records.integration_errors import InvalidInput, OAuthStartFailed
 from executor_mcp.records.integrations import ConnectionRecord
 from executor_mcp.records.oauth import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, GRANTS
-from executor_mcp.tools.catalog import Handler, StaticTool, Validator
+from executor_mcp.tools.catalog import StaticTool, core_tool
 from executor_mcp.tools.context import CallContext
 
 # Upstream's inputs, field for field (§A.1 `CreateClient` less its secret, `RegisterDynamic`, `Start`).
@@ -250,7 +250,8 @@ class OAuthTools:
 
     def tools(self) -> tuple[StaticTool, ...]:
         return (
-            _tool(
+            core_tool(
+                "oauth",
                 "clients.list",
                 "List the OAuth clients you can sign in with: the organization's and your own. Never a secret.",
                 {},
@@ -262,7 +263,8 @@ class OAuthTools:
                 },
                 self.list_clients,
             ),
-            _tool(
+            core_tool(
+                "oauth",
                 "clients.create",
                 "Register a public OAuth client (PKCE, no secret) by hand: its authorization and token endpoints "
                 "and client id. It never takes a secret. owner org needs an organization admin.",
@@ -282,7 +284,8 @@ class OAuthTools:
                 check_create,
                 gated=True,
             ),
-            _tool(
+            core_tool(
+                "oauth",
                 "clients.registerDynamic",
                 "Register this executor as an OAuth client with an authorization server that allows it (RFC 7591; "
                 "the endpoints come from oauth.probe). A client already registered for the same server, resource "
@@ -307,7 +310,8 @@ class OAuthTools:
                 check_register_dynamic,
                 gated=True,
             ),
-            _tool(
+            core_tool(
+                "oauth",
                 "clients.remove",
                 "Remove an OAuth client. Connections made with it keep working until their token must be refreshed.",
                 {"owner": _OWNER, "slug": {"type": "string"}},
@@ -317,7 +321,8 @@ class OAuthTools:
                 check_remove,
                 gated=True,
             ),
-            _tool(
+            core_tool(
+                "oauth",
                 "probe",
                 "Find where an API (or an authorization server's issuer URL) signs in: its authorization and token "
                 "endpoints, scopes, and whether it registers clients dynamically (RFC 9728, RFC 8414, OIDC).",
@@ -326,7 +331,8 @@ class OAuthTools:
                 _PROBE,
                 self.probe,
             ),
-            _tool(
+            core_tool(
+                "oauth",
                 "start",
                 "Start an OAuth sign-in that creates the connection `name` to an integration with an OAuth template. "
                 "A redirect answer holds the authorizationUrl: give it to the user to open (never ask for a token); "
@@ -368,7 +374,8 @@ class OAuthTools:
                 check_start,
                 gated=True,
             ),
-            _tool(
+            core_tool(
+                "oauth",
                 "cancel",
                 "Cancel an OAuth sign-in you started, by the state oauth.start answered.",
                 {"state": {"type": "string"}},
@@ -377,31 +384,6 @@ class OAuthTools:
                 self.cancel,
             ),
         )
-
-
-def _tool(
-    name: str,
-    description: str,
-    properties: JsonObject,
-    required: list[str],
-    output: JsonObject,
-    handler: Handler,
-    validate: Validator | None = None,
-    *,
-    gated: bool = False,
-) -> StaticTool:
-    """A tool `executor.coreTools.oauth.<name>`; a gated one's `validate` runs before its approval is asked."""
-    return StaticTool(
-        id=f"executor.coreTools.oauth.{name}",
-        integration="executor",
-        name=f"oauth.{name}",
-        description=description,
-        input_schema={"type": "object", "properties": properties, "required": required},
-        output_schema=output,
-        handler=handler,
-        requires_approval=gated,
-        validate=validate,
-    )
 
 
 def oauth_tools(integrations: Integrations) -> tuple[StaticTool, ...]:
