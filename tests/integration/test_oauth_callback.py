@@ -74,22 +74,6 @@ async def world(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> AsyncI
         yield made
 
 
-async def register(world: World, auth: dict[str, str] = ADMIN, redirect: str | None = None) -> str:
-    body = {
-        "owner": "org",
-        "issuer": world.provider.issuer,
-        "registrationEndpoint": world.discovery["registration_endpoint"],
-        "authorizationUrl": world.discovery["authorization_endpoint"],
-        "tokenUrl": world.discovery["token_endpoint"],
-        "resource": world.api.url,
-        "scopes": ["orders:read", "orders:write"],
-        "tokenEndpointAuthMethodsSupported": world.discovery["token_endpoint_auth_methods_supported"],
-    }
-    if redirect is not None:
-        body["redirectUri"] = redirect
-    return str((await world.ok("POST", "/api/oauth/clients/register-dynamic", body, auth))["client"])
-
-
 async def start(
     world: World, client: str, auth: dict[str, str], owner: str = "user", redirect: str | None = None
 ) -> dict[str, Any]:
@@ -144,7 +128,7 @@ async def test_oauth_callback_connects_the_console_visitor_who_started_it(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    client = await register(world)
+    client = await world.client()
     base = world.url
     async with chromium() as browser:
         page = await browser.new_page()
@@ -208,7 +192,7 @@ async def test_oauth_callback_connects_the_console_visitor_who_started_it(
 
 
 async def test_oauth_callback_in_a_browser_signed_in_as_someone_else_connects_nothing(world: World) -> None:
-    client = await register(world)
+    client = await world.client()
     async with chromium() as browser:
         page = await browser.new_page()
         await sign_in(page, world.url, ALICE)  # same org, another account
@@ -239,7 +223,7 @@ async def test_oauth_callback_in_a_browser_signed_in_as_someone_else_connects_no
 
 
 async def test_oauth_callback_shows_that_the_provider_refused(world: World) -> None:
-    client = await register(world)
+    client = await world.client()
     bob = await visitor(world.http, world.url, BOB)
     started = await start(world, client, MEMBER)
     hostile = "The user said <script>alert(1)</script> no"
@@ -281,7 +265,7 @@ async def test_oauth_callback_shows_that_the_provider_refused(world: World) -> N
 
 
 async def test_oauth_callback_without_a_console_session_asks_to_sign_in_and_then_completes(world: World) -> None:
-    client = await register(world)
+    client = await world.client()
     async with chromium() as browser:
         page = await browser.new_page()
         started = await start(world, client, MEMBER)
@@ -315,7 +299,7 @@ async def test_oauth_callback_from_another_site_reloads_to_carry_the_strict_cook
     base = world.url.replace("127.0.0.1", "localhost")
     redirect = base + CALLBACK
     caplog.set_level(logging.DEBUG)
-    client = await register(world, redirect=redirect)
+    client = await world.client(redirect=redirect)
     async with chromium() as browser:
         page = await browser.new_page()
         await sign_in(page, base, BOB)
@@ -335,7 +319,7 @@ async def test_oauth_callback_with_auth_none_completes_the_local_principals_flow
     nursery: trio.Nursery, data_dir: Path, tmp_path: Path
 ) -> None:
     async with world_of(nursery, data_dir, tmp_path, local=True) as local:
-        client = await register(local, auth={})
+        client = await local.client(auth={})
         started = await start(local, client, {}, owner="org")
         async with chromium() as browser:
             page = await browser.new_page()  # never opened the console: the local principal is who it is
@@ -349,7 +333,7 @@ async def test_oauth_callback_with_auth_none_completes_the_local_principals_flow
 
 
 async def test_oauth_connections_page_shows_the_grant_and_reconnect_signs_in_again(world: World) -> None:
-    client = await register(world)
+    client = await world.client()
     await world.connect(client)  # alice's org connection, by the API
     base = world.url
     async with chromium() as browser:

@@ -116,23 +116,22 @@ class World:
         answer = result_of(await send(self.http, self.url + "/mcp", call_body(1, "execute", {"code": code}), **auth), 1)
         return answer["structuredContent"]
 
-    async def client(self) -> str:
-        """The server registers itself with the provider, for the API as its resource."""
-        registered = await self.ok(
-            "POST",
-            "/api/oauth/clients/register-dynamic",
-            {
-                "owner": "org",
-                "issuer": self.provider.issuer,
-                "registrationEndpoint": self.discovery["registration_endpoint"],
-                "authorizationUrl": self.discovery["authorization_endpoint"],
-                "tokenUrl": self.discovery["token_endpoint"],
-                "resource": self.api.url,
-                "scopes": ["orders:read", "orders:write"],
-                "tokenEndpointAuthMethodsSupported": self.discovery["token_endpoint_auth_methods_supported"],
-            },
-        )
-        return str(registered["client"])
+    async def client(self, auth: dict[str, str] = ADMIN, redirect: str | None = None) -> str:
+        """The server registers itself with the provider, for the API as its resource (for `redirect`, when
+        given, instead of its own callback)."""
+        body = {
+            "owner": "org",
+            "issuer": self.provider.issuer,
+            "registrationEndpoint": self.discovery["registration_endpoint"],
+            "authorizationUrl": self.discovery["authorization_endpoint"],
+            "tokenUrl": self.discovery["token_endpoint"],
+            "resource": self.api.url,
+            "scopes": ["orders:read", "orders:write"],
+            "tokenEndpointAuthMethodsSupported": self.discovery["token_endpoint_auth_methods_supported"],
+        }
+        if redirect is not None:
+            body["redirectUri"] = redirect
+        return str((await self.ok("POST", "/api/oauth/clients/register-dynamic", body, auth))["client"])
 
     async def start_body(self, client: str, owner: str = "org") -> dict[str, Any]:
         return {
