@@ -38,7 +38,7 @@ _REFERENCE = {
     "properties": {"provider": {"type": "string"}, "id": {"type": "string"}},
     "required": ["provider", "id"],
 }
-_CONNECTION = {
+CONNECTION: JsonObject = {
     "type": "object",
     "properties": {
         "owner": _OWNER,
@@ -225,7 +225,7 @@ class ConnectedTools:
                 },
                 output_schema={
                     "type": "object",
-                    "properties": {"connections": {"type": "array", "items": _CONNECTION}},
+                    "properties": {"connections": {"type": "array", "items": CONNECTION}},
                     "required": ["connections"],
                 },
                 handler=self.list_connections,
@@ -253,7 +253,7 @@ class ConnectedTools:
                     },
                     "required": ["owner", "name", "integration", "template"],
                 },
-                output_schema=_CONNECTION,
+                output_schema=CONNECTION,
                 handler=self.create_connection,
                 requires_approval=True,
                 validate=self.check_create,

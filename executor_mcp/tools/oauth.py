@@ -29,6 +29,7 @@ from executor_mcp.records.integration_errors import InvalidInput, OAuthStartFail
 from executor_mcp.records.integrations import ConnectionRecord
 from executor_mcp.records.oauth import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, GRANTS
 from executor_mcp.tools.catalog import StaticTool, core_tool
+from executor_mcp.tools.connected import CONNECTION
 from executor_mcp.tools.context import CallContext
 
 # Upstream's inputs, field for field (§A.1 `CreateClient` less its secret, `RegisterDynamic`, `Start`).
@@ -65,34 +66,17 @@ _CLIENT = {
     "required": ["owner", "slug", "grant", "authorizationUrl", "tokenUrl", "resource", "clientId"],
 }
 _CLIENT_SLUG = {"type": "object", "properties": {"client": {"type": "string"}}, "required": ["client"]}
+# A connection as `start` answers it (upstream's ConnectionOutput): the sandbox's connection, with its OAuth facts.
 _CONNECTION = {
-    "type": "object",
+    **CONNECTION,
     "properties": {
-        "owner": _OWNER,
-        "name": {"type": "string"},
-        "integration": {"type": "string"},
-        "template": {"type": "string"},
-        "provider": _NULLABLE_TEXT,
-        "address": {"type": "string"},
-        "identityLabel": _NULLABLE_TEXT,
-        "description": _NULLABLE_TEXT,
+        **CONNECTION["properties"],
         "expiresAt": {"type": ["number", "null"]},
         "oauthClient": _NULLABLE_TEXT,
         "oauthClientOwner": {"type": ["string", "null"], "enum": ["org", "user", None]},
         "oauthScope": _NULLABLE_TEXT,
     },
-    "required": [
-        "owner",
-        "name",
-        "integration",
-        "template",
-        "provider",
-        "address",
-        "expiresAt",
-        "oauthClient",
-        "oauthClientOwner",
-        "oauthScope",
-    ],
+    "required": [*CONNECTION["required"], "provider", "expiresAt", "oauthClient", "oauthClientOwner", "oauthScope"],
 }
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _PROBE = {
