@@ -18,7 +18,7 @@ from executor_mcp.integrations.access import account_of, find_integration, org_o
 from executor_mcp.integrations.addresses import OWNERS, connection_identifier
 from executor_mcp.integrations.catalogs import Catalogs
 from executor_mcp.integrations.connection_secrets import credential_values
-from executor_mcp.integrations.discovery import Discoveries, connection_key
+from executor_mcp.integrations.discovery import Discoveries
 from executor_mcp.integrations.kinds import Kinds
 from executor_mcp.integrations.validation import (
     MAX_DESCRIPTION_LENGTH,
@@ -39,7 +39,7 @@ from executor_mcp.records.integration_errors import (
 )
 from executor_mcp.records.integrations import NO_AUTH, ConnectionRecord, IntegrationRecord
 from executor_mcp.secrets.providers import ENV, FILE, SecretItem, SecretPartition, SecretProviders, pasted_item_id
-from executor_mcp.storage.interfaces import CatalogStore
+from executor_mcp.storage.interfaces import CatalogStore, connection_key
 from executor_mcp.storage.records import Owner as Principal
 
 # What one owner (the org, or one account) may hold: far above any real catalog, far below what fills a disk.

@@ -22,7 +22,7 @@ from executor_mcp.integrations.oauth_signins import RefreshFailed
 from executor_mcp.records.integration_errors import ConnectionNotFound, DiscoveryFailed, IntegrationError
 from executor_mcp.records.integrations import MAX_DISCOVERED_TOOLS, CompiledCatalog, ConnectionRecord, IntegrationRecord
 from executor_mcp.secrets.providers import SecretProviders
-from executor_mcp.storage.interfaces import CatalogStore
+from executor_mcp.storage.interfaces import CatalogStore, ConnectionKey, connection_key
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +34,6 @@ DISCOVERY_TTL = 15 * 60.0
 DISCOVERY_RETRY = 60.0
 # Connections waiting for `refresh_stale`; past this a mark is dropped (the TTL brings it back).
 MAX_STALE = 4096
-
-ConnectionKey = tuple[str, str, str, str, str]
-
-
-def connection_key(connection: ConnectionRecord) -> ConnectionKey:
-    return (connection.org_id, connection.owner, connection.account_id, connection.integration, connection.name)
 
 
 def due_at(integration: IntegrationRecord, connection: ConnectionRecord) -> float:

@@ -19,7 +19,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.access import account_of, org_of, require_admin
 from executor_mcp.integrations.addresses import valid_slug
 from executor_mcp.integrations.validation import check_known, object_of, optional_text, text
-from executor_mcp.oauth.grants import ClientAuth
+from executor_mcp.oauth.grants import ENDPOINT_TIMEOUT, ClientAuth
 from executor_mcp.oauth.metadata import (
     AuthorizationServer,
     MetadataError,
@@ -56,7 +56,6 @@ from executor_mcp.storage.records import Owner as Principal
 
 OWNERS = ("org", "user")
 MAX_DOCUMENT_BYTES = 256 * 1024
-DISCOVERY_TIMEOUT = 20.0
 MAX_CLIENT_TEXT = 2048
 _CREATE_FIELDS = frozenset(
     {
@@ -268,7 +267,7 @@ class OAuthClients:
     async def _document(self, url: str) -> bytes | None:
         try:
             return await self._outbound.fetch(
-                url, accept="application/json", max_bytes=MAX_DOCUMENT_BYTES, timeout=DISCOVERY_TIMEOUT
+                url, accept="application/json", max_bytes=MAX_DOCUMENT_BYTES, timeout=ENDPOINT_TIMEOUT
             )
         except OutboundFailure:
             return None
@@ -322,7 +321,9 @@ class OAuthClients:
         method = auth_method(supported if isinstance(supported, list) else None)
         request = registration_request(endpoint, redirect, scopes, method)
         try:
-            registered = read_registration(await self._outbound.send(request, collect_streams=False), method)
+            registered = read_registration(
+                await self._outbound.send(request, collect_streams=False, timeout=ENDPOINT_TIMEOUT), method
+            )
         except OutboundFailure as exc:
             raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc.message}") from None
         except RegistrationFailed as exc:

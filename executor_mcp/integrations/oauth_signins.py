@@ -9,6 +9,7 @@ credentials client connects at once. Before a call, a token due to expire is ref
 however many calls wait (`Refreshes`), and a refusal becomes the typed failure a model can act on.
 """
 
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from executor_mcp.integrations.oauth_clients import OWNERS, OAuthClients
 from executor_mcp.integrations.validation import MAX_NAME_LENGTH, check_known, object_of, optional_text, text
 from executor_mcp.oauth.flows import FLOW_TTL, MAX_FLOWS_PER_ACCOUNT, CallbackRefused, check_callback
 from executor_mcp.oauth.grants import (
+    ENDPOINT_TIMEOUT,
     ClientAuth,
     TokenError,
     Tokens,
@@ -53,10 +55,14 @@ from executor_mcp.records.integrations import TOKEN, ConnectionRecord, Integrati
 from executor_mcp.records.oauth import CLIENT_CREDENTIALS, OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import SecretPartition, SecretProviders, pasted_item_id
-from executor_mcp.storage.interfaces import CatalogStore, OAuthStore
+from executor_mcp.storage.interfaces import CatalogStore, ConnectionKey, OAuthStore, connection_key
 from executor_mcp.storage.records import Owner as Principal
 
 REFRESH = "refresh"  # the input holding a connection's refresh token
+# A refresh's claim outlasts the token request it covers (`ENDPOINT_TIMEOUT`) and the writes after it: a holder
+# that dies leaves a claim that others wait out, polling for the token it may still have written.
+REFRESH_CLAIM_TTL = ENDPOINT_TIMEOUT + 10.0
+REFRESH_CLAIM_POLL = 0.2
 OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the authorization server sends users back
 START_FIELDS = frozenset(
     {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
@@ -260,7 +266,9 @@ class OAuthSignIns:
         failed = OAuthStartFailed if start else OAuthCompleteFailed
         auth = await self._clients.auth(client)
         try:
-            answer = read_tokens(await self._outbound.send(token_request(client.token_url, auth, form)))
+            answer = read_tokens(
+                await self._outbound.send(token_request(client.token_url, auth, form), timeout=ENDPOINT_TIMEOUT)
+            )
         except OutboundFailure as exc:
             raise failed(f"OAuth token exchange failed: {exc.message}") from None
         if isinstance(answer, TokenError):
@@ -337,24 +345,50 @@ class OAuthSignIns:
             connection.expires_at, self._clock(), connection.refreshed_at
         ):
             return connection
-        key = (connection.org_id, connection.owner, connection.account_id, connection.integration, connection.name)
+        key = connection_key(connection)
         seen = self._refreshing.setdefault(key, _Refreshing()).attempts
         async with self._held(key) as entry:
             if entry.attempts != seen and entry.failure is not None:
                 raise entry.failure  # the refresh this call waited for failed: the same answer, no second try
-            current = await self._catalog.get_connection(*key)
+            current = await self._due(key)
             if current is None:
-                raise RefreshFailed("the connection was removed", reauth=True)
-            if not refresh_due(current.expires_at, self._clock(), current.refreshed_at):
-                return current  # refreshed while this call waited (here, or by another instance)
+                return await self._current(key)  # refreshed while this call waited (here, or by another instance)
             entry.attempts += 1
             try:
-                refreshed = await self._refresh(current)
+                refreshed = await self._claimed_refresh(key)
             except RefreshFailed as failed:
                 entry.failure = failed
                 raise
             entry.failure = None
             return refreshed
+
+    async def _current(self, key: ConnectionKey) -> ConnectionRecord:
+        current = await self._catalog.get_connection(*key)
+        if current is None:
+            raise RefreshFailed("the connection was removed", reauth=True)
+        return current
+
+    async def _due(self, key: ConnectionKey) -> ConnectionRecord | None:
+        """The connection as stored, if its token is still due; None once it is fresh."""
+        current = await self._current(key)
+        return current if refresh_due(current.expires_at, self._clock(), current.refreshed_at) else None
+
+    async def _claimed_refresh(self, key: ConnectionKey) -> ConnectionRecord:
+        """Refresh under the store's claim on the connection, so that instances sharing a database refresh it
+        once: an instance that finds another's claim waits for the token it writes (re-reading the connection)
+        and refreshes only if that claim lapses with the token still due (its holder died or failed)."""
+        holder = secrets.token_hex(16)
+        while True:
+            if await self._store.claim_refresh(key, holder, self._clock() + REFRESH_CLAIM_TTL, self._clock()):
+                try:
+                    due = await self._due(key)  # the claim's last holder may have refreshed it just now
+                    return await self._refresh(due) if due is not None else await self._current(key)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._store.release_refresh(key, holder)
+            await trio.sleep(REFRESH_CLAIM_POLL)
+            if await self._due(key) is None:
+                return await self._current(key)
 
     @asynccontextmanager
     async def _held(self, key: tuple[str, ...]) -> AsyncIterator[_Refreshing]:
@@ -411,7 +445,9 @@ class OAuthSignIns:
         partition: SecretPartition,
     ) -> ConnectionRecord:
         try:
-            answer = read_tokens(await self._outbound.send(token_request(client.token_url, auth, form)))
+            answer = read_tokens(
+                await self._outbound.send(token_request(client.token_url, auth, form), timeout=ENDPOINT_TIMEOUT)
+            )
         except OutboundFailure as exc:
             raise RefreshFailed(f"OAuth token refresh failed: {exc.message}", reauth=False) from None
         if isinstance(answer, TokenError):

@@ -117,6 +117,10 @@ def _with_resource(form: dict[str, str], resource: str | None) -> dict[str, str]
     return form
 
 
+# How long an authorization server may take to answer a token request (upstream's OAuth default too).
+ENDPOINT_TIMEOUT = 20.0
+
+
 def token_request(token_url: str, client: ClientAuth, form: dict[str, str]) -> OutboundRequest:
     """A POST to the token endpoint, the client authenticated as it registered (RFC 6749 §2.3)."""
     headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]

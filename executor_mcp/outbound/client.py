@@ -299,17 +299,24 @@ class Outbound:
             with trio.CancelScope(shield=True):
                 await transport.aclose()
 
-    async def send(self, request: OutboundRequest, *, collect_streams: bool = True) -> OutboundResponse:
+    async def send(
+        self,
+        request: OutboundRequest,
+        *,
+        collect_streams: bool = True,
+        timeout: float | None = None,  # noqa: ASYNC109 (a phase budget, applied with cancel scopes)
+    ) -> OutboundResponse:
         """Send `request`, following redirects, and read its answer within the configured deadlines and caps.
 
         `collect_streams`: read a 2xx NDJSON/SSE body as a bounded stream (off for file downloads).
+        `timeout`: a shorter budget for each phase than the configured ones (an OAuth endpoint's).
         Raises `OutboundFailure` when there is no answer to classify.
         """
         settings = self.settings
         return await self._exchange(
             request,
-            headers_timeout=settings.headers_timeout,
-            body_timeout=settings.body_timeout,
+            headers_timeout=min(settings.headers_timeout, timeout or settings.headers_timeout),
+            body_timeout=min(settings.body_timeout, timeout or settings.body_timeout),
             max_bytes=settings.max_response_bytes,
             collect_streams=collect_streams,
         )

@@ -417,6 +417,14 @@ class SecretStore(Transferable, Protocol):
         """The ids of one partition's items, sorted."""
 
 
+# A connection's identity: (org, owner, account, integration, name), the account empty for the org's.
+ConnectionKey = tuple[str, str, str, str, str]
+
+
+def connection_key(connection: ConnectionRecord) -> ConnectionKey:
+    return (connection.org_id, connection.owner, connection.account_id, connection.integration, connection.name)
+
+
 class OAuthStore(Transferable, Protocol):
     """OAuth clients (per org, owned by the org or one account) and the sign-in flows in progress.
 
@@ -454,6 +462,15 @@ class OAuthStore(Transferable, Protocol):
 
     async def sweep_flows(self, now: float) -> int:
         """Delete every flow that expired by `now`, readable or not, of every account; how many."""
+
+    async def claim_refresh(self, connection: ConnectionKey, holder: str, until: float, now: float) -> bool:
+        """Claim the refresh of one connection's tokens (org, owner, account, integration, name) for `holder` until
+        `until`: True when no other holder's claim lasts past `now` (the holder's own is renewed). Of instances
+        racing to refresh one connection, one wins: a rotating authorization server that sees a spent refresh
+        token used twice revokes the whole grant. A claim whose holder died lapses at its `until`."""
+
+    async def release_refresh(self, connection: ConnectionKey, holder: str) -> None:
+        """End `holder`'s claim on the connection's refresh; another holder's is left alone."""
 
 
 class Closable(Protocol):

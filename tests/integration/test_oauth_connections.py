@@ -21,6 +21,7 @@ import jwt
 import pytest
 import trio
 
+from executor_mcp.config import SECRET_KEY_ENV
 from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, jwt_server
 from tests.integration.test_stateless_wire import call_body, result_of, send
@@ -94,7 +95,7 @@ def orders_spec(api: str, authorize: str, token: str) -> dict[str, Any]:
 
 @attrs.frozen
 class World:
-    executor: ServerUnderTest
+    executors: tuple[ServerUnderTest, ...]  # one, or two instances on one PostgreSQL database
     provider: OAuthProvider
     api: Upstream
     http: httpx.AsyncClient
@@ -102,7 +103,7 @@ class World:
 
     @property
     def url(self) -> str:
-        return self.executor.running.url
+        return self.executors[0].running.url
 
     async def call(self, method: str, path: str, body: Any = None, auth: dict[str, str] = ADMIN) -> httpx.Response:
         return await self.http.request(method, self.url + path, json=body, headers=auth)
@@ -112,8 +113,9 @@ class World:
         assert response.status_code == 200, response.text
         return response.json()
 
-    async def execute(self, code: str, auth: dict[str, str] = ADMIN) -> dict[str, Any]:
-        answer = result_of(await send(self.http, self.url + "/mcp", call_body(1, "execute", {"code": code}), **auth), 1)
+    async def execute(self, code: str, auth: dict[str, str] = ADMIN, instance: int = 0) -> dict[str, Any]:
+        url = self.executors[instance].running.url + "/mcp"
+        answer = result_of(await send(self.http, url, call_body(1, "execute", {"code": code}), **auth), 1)
         return answer["structuredContent"]
 
     async def client(self, auth: dict[str, str] = ADMIN, redirect: str | None = None) -> str:
@@ -159,23 +161,37 @@ class World:
 async def world(
     nursery: trio.Nursery, data_dir: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[World]:
-    ttl = getattr(request, "param", 3600)
+    ttl, instances = getattr(request, "param", (3600, 1))
+    if instances > 1:
+        request.getfixturevalue("monkeypatch").setenv(SECRET_KEY_ENV, "one key for the whole cluster")
+        on_database = {"database_url": request.getfixturevalue("postgres").new_database()}
     async with oauth_provider(access_token_ttl=ttl) as provider, httpx.AsyncClient(timeout=30) as http:
         discovery = (await http.get(provider.issuer + "/.well-known/openid-configuration")).json()
         resource = ResourceServer(provider.issuer)
         resource.keys = jwt.PyJWKSet.from_dict((await http.get(discovery["jwks_uri"])).json())
         resource.upstream = await start_upstream(nursery, resource.respond)
-        executor = await jwt_server(nursery, data_dir, tmp_path, allow_local_network=True)
+        if instances == 1:
+            executors = (await jwt_server(nursery, data_dir, tmp_path, allow_local_network=True),)
+        else:
+            executors = tuple(
+                [
+                    await jwt_server(
+                        nursery, tmp_path / name, tmp_path, allow_local_network=True, instance_id=name, **on_database
+                    )
+                    for name in "ab"[:instances]
+                ]
+            )
         spec = orders_spec(resource.upstream.url, discovery["authorization_endpoint"], discovery["token_endpoint"])
         added = await http.post(
-            executor.running.url + "/api/openapi/specs",
+            executors[0].running.url + "/api/openapi/specs",
             json={"spec": {"kind": "blob", "value": json.dumps(spec)}, "slug": "orders"},
             headers=ADMIN,
         )
         assert added.status_code == 200, added.text
-        yield World(executor, provider, resource.upstream, http, discovery)
-        executor.running.stop.set()
-        await executor.done.wait()
+        yield World(executors, provider, resource.upstream, http, discovery)
+        for executor in executors:
+            executor.running.stop.set()
+            await executor.done.wait()
 
 
 async def test_oauth_connect_an_openapi_api_and_call_it(world: World) -> None:
@@ -240,7 +256,7 @@ async def test_oauth_another_org_neither_sees_nor_uses_the_connection(world: Wor
     assert not world.api.calls("/orders")
 
 
-@pytest.mark.parametrize("world", [3], indirect=True)
+@pytest.mark.parametrize("world", [(3, 1)], indirect=True)
 async def test_oauth_expiry_refreshes_once_for_fifty_concurrent_calls(world: World) -> None:
     await world.connect(await world.client())
     before = await world.provider.token_requests()
@@ -256,7 +272,37 @@ async def test_oauth_expiry_refreshes_once_for_fifty_concurrent_calls(world: Wor
     assert len(world.api.calls("/orders/7")) == 50
 
 
-@pytest.mark.parametrize("world", [3], indirect=True)
+@pytest.mark.parametrize("world", [(3, 2)], indirect=True)
+async def test_oauth_two_instances_on_one_database_refresh_once(world: World) -> None:
+    """Calls after expiry on two instances at once: the store's claim lets one of them refresh, the other waits
+    for the token it writes. Two refreshes would spend the rotated refresh token twice, and the provider revokes
+    a grant whose spent refresh token comes back."""
+    await world.connect(await world.client())
+    before = await world.provider.token_requests()
+    await trio.sleep(2)  # within the token's last half
+    twenty = (
+        "const calls = Array.from({ length: 20 }, () => tools.orders.org.main.orders.getOrder({ id: '7' }));"
+        " return (await Promise.all(calls)).length;"
+    )
+    results: list[dict[str, Any]] = []
+
+    async def execute(instance: int) -> None:
+        results.append(await world.execute(twenty, instance=instance))
+
+    async with trio.open_nursery() as nursery:
+        for instance in (0, 1, 0, 1):
+            nursery.start_soon(execute, instance)
+    assert [result["result"] for result in results] == [20] * 4, results
+    after = await world.provider.token_requests()
+    assert after.get("refresh_token", 0) - before.get("refresh_token", 0) == 1
+    await trio.sleep(2)  # due again: the refresh token the one refresh kept is still good, from either instance
+    assert (await world.execute(READ, instance=1))["result"]["ok"] is True
+    assert (await world.execute(READ, instance=0))["result"]["ok"] is True
+    final = await world.provider.token_requests()
+    assert final.get("refresh_token", 0) - after.get("refresh_token", 0) == 1
+
+
+@pytest.mark.parametrize("world", [(3, 1)], indirect=True)
 async def test_oauth_a_revoked_grant_asks_for_a_new_sign_in_and_reconnect_fixes_it(world: World) -> None:
     client = await world.client()
     await world.connect(client)
@@ -325,7 +371,7 @@ async def test_oauth_connect_an_mcp_server_that_signs_in_as_the_mcp_spec_says(wo
         assert result["result"]["data"]["structuredContent"] == {"result": "echo: hi"}
 
 
-@pytest.mark.parametrize("world", [3], indirect=True)
+@pytest.mark.parametrize("world", [(3, 1)], indirect=True)
 async def test_oauth_a_client_repointed_elsewhere_is_never_sent_a_refresh_token(world: World) -> None:
     """An admin who registers the client again with another token endpoint does not receive the members'
     refresh tokens: a refresh goes only where the connection's tokens came from."""

@@ -4,7 +4,8 @@ Three named databases. `oauth-clients` is keyed (org, owner, account, slug), the
 owns, so what one caller lists, its org's clients and its own, is two prefix ranges (`lmdb/keys.py`: no part can
 forge another's). `oauth-flows` is keyed by the flow's state digest: the callback's look-up is a point read.
 `oauth-flows-by-account` indexes them by (org, account, digest), its value the flow's expiry, so that
-`put_flow` counts and sweeps one account's flows in that account's range without reading anyone else's.
+`put_flow` counts and sweeps one account's flows in that account's range without reading anyone else's. A fourth,
+`oauth-refresh-claims`, holds who refreshes a connection now: its holder and when that claim lapses.
 
 The index and the flows are written in the same transaction. An entry whose flow is gone (taken while it no
 longer decoded, so its account could not be told) or now belongs to another account is dropped when it is met,
@@ -20,7 +21,7 @@ from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.exported import canonical, key_parts, record_key
-from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, Exported
+from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, ConnectionKey, Exported
 from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.records import decoded_or_skipped, encode
 
@@ -31,6 +32,7 @@ class LmdbOAuth:
         self._clients = env.database(b"oauth-clients")
         self._flows = env.database(b"oauth-flows")
         self._by_account = env.database(b"oauth-flows-by-account")
+        self._claims = env.database(b"oauth-refresh-claims")
 
     # -- clients ------------------------------------------------------------------------------------
 
@@ -145,6 +147,32 @@ class LmdbOAuth:
             return False
         flow = decoded_or_skipped(raw, OAuthFlowRecord, parts[2])
         return flow is None or (flow.org_id, flow.account_id) == (parts[0], parts[1])
+
+    # -- refresh claims -----------------------------------------------------------------------------
+
+    async def claim_refresh(self, connection: ConnectionKey, holder: str, until: float, now: float) -> bool:
+        key = keys.writable(keys.key(*connection))
+
+        def _claim(txn: Txn) -> bool:
+            raw = txn.get(key, db=self._claims)
+            if raw is not None:
+                held_by, _, lapses = bytes(raw).partition(b"\x00")
+                if held_by != holder.encode() and _expiry(lapses) > now:
+                    return False
+            txn.put(key, holder.encode() + b"\x00" + repr(until).encode(), db=self._claims)
+            return True
+
+        return await self._env.write(_claim)
+
+    async def release_refresh(self, connection: ConnectionKey, holder: str) -> None:
+        key = keys.key(*connection)
+
+        def _release(txn: Txn) -> None:
+            raw = keys.get(txn, self._claims, key)
+            if raw is not None and bytes(raw).partition(b"\x00")[0] == holder.encode():
+                txn.delete(key, db=self._claims)
+
+        await self._env.write(_release)
 
     # -- moving between backends ----------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from executor_mcp.storage.exported import (
     catalog_key_parts,
     record_key,
 )
-from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, Exported
+from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, ConnectionKey, Exported
 from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.postgres.database import Database, storable
 from executor_mcp.storage.records import decoded_or_skipped, encode
@@ -68,8 +68,6 @@ TABLES: tuple[str, ...] = (
     " holders bigint NOT NULL)",
     "CREATE TABLE catalog_revisions (org_id text PRIMARY KEY, revision bigint NOT NULL)",
 )
-
-ConnectionKey = tuple[str, str, str, str, str]
 
 
 class PgCatalog:

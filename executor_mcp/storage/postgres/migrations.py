@@ -47,6 +47,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(2, "durable executions and instance leases", executions.TABLES + instances.TABLES),
     Migration(3, "oauth clients and flows", oauth.TABLES),
+    Migration(4, "oauth refresh claims", oauth.CLAIM_TABLES),
 )
 LATEST = MIGRATIONS[-1].version
 

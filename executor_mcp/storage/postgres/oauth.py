@@ -27,7 +27,7 @@ import psycopg
 
 from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage.exported import canonical, record_key
-from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, Exported
+from executor_mcp.storage.interfaces import ORG_OWNER, USER_OWNER, ConnectionKey, Exported
 from executor_mcp.storage.lmdb import keys
 from executor_mcp.storage.lmdb.oauth import check_client, check_text, client_identity, exported_client
 from executor_mcp.storage.postgres.catalog import readable, writable
@@ -53,6 +53,15 @@ TABLES: tuple[str, ...] = (
     # What `put_flow` counts (one account's flows not expired) and what `sweep_flows` deletes.
     "CREATE INDEX oauth_flows_by_account ON oauth_flows (org_id, account_id, expires_at)",
     "CREATE INDEX oauth_flows_by_expiry ON oauth_flows (expires_at)",
+)
+
+# Migration 4: who refreshes a connection's tokens now, keyed by the connection as LMDB keys it.
+CLAIM_TABLES: tuple[str, ...] = (
+    """CREATE TABLE oauth_refresh_claims (
+        connection_key bytea PRIMARY KEY,
+        holder text NOT NULL,
+        until double precision NOT NULL
+    )""",
 )
 
 ClientKey = tuple[str, str, str, str]
@@ -172,6 +181,33 @@ class PgOAuth:
     async def sweep_flows(self, now: float) -> int:
         return await self._database.transact(
             lambda connection: connection.execute("DELETE FROM oauth_flows WHERE expires_at <= %s", (now,)).rowcount
+        )
+
+    # -- refresh claims -----------------------------------------------------------------------------
+
+    async def claim_refresh(self, connection: ConnectionKey, holder: str, until: float, now: float) -> bool:
+        """One upsert: of two instances claiming at once, the second's waits on the first's row lock, then finds
+        a claim that has not lapsed and changes nothing."""
+        key = keys.key(*connection)
+
+        def _claim(transaction: psycopg.Connection[Any]) -> bool:
+            row = transaction.execute(
+                "INSERT INTO oauth_refresh_claims (connection_key, holder, until) VALUES (%s, %s, %s)"
+                " ON CONFLICT (connection_key) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until"
+                " WHERE oauth_refresh_claims.until <= %s OR oauth_refresh_claims.holder = EXCLUDED.holder"
+                " RETURNING holder",
+                (key, holder, until, now),
+            ).fetchone()
+            return row is not None
+
+        return await self._database.transact(_claim)
+
+    async def release_refresh(self, connection: ConnectionKey, holder: str) -> None:
+        key = keys.key(*connection)
+        await self._database.transact(
+            lambda transaction: transaction.execute(
+                "DELETE FROM oauth_refresh_claims WHERE connection_key = %s AND holder = %s", (key, holder)
+            )
         )
 
     # -- moving between backends ----------------------------------------------------------------------

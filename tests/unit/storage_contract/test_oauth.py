@@ -298,6 +298,23 @@ async def test_an_unreadable_flow_counts_until_it_expires_and_is_never_taken(pla
     assert await oauth.take_flow("again", 61.0) == flow("again", expires=90.0)
 
 
+# -- refresh claims ---------------------------------------------------------------------------------------
+
+CONNECTION = ("acme", "user", "alice", "github", "mine")
+
+
+async def test_a_refresh_claim_is_held_until_released_or_lapsed(oauth: OAuthStore) -> None:
+    assert await oauth.claim_refresh(CONNECTION, "one", 30.0, 1.0)
+    assert not await oauth.claim_refresh(CONNECTION, "two", 31.0, 2.0)  # held by one
+    assert await oauth.claim_refresh(("acme", "user", "bob", "github", "mine"), "two", 31.0, 2.0)  # another's
+    assert await oauth.claim_refresh(CONNECTION, "one", 40.0, 3.0)  # its holder renews it
+    await oauth.release_refresh(CONNECTION, "two")  # not two's to release
+    assert not await oauth.claim_refresh(CONNECTION, "two", 41.0, 39.0)
+    assert await oauth.claim_refresh(CONNECTION, "two", 70.0, 40.0)  # one's claim lapsed at 40
+    await oauth.release_refresh(CONNECTION, "two")
+    assert await oauth.claim_refresh(CONNECTION, "three", 71.0, 41.0)
+
+
 # -- two planes at once, and a restart ------------------------------------------------------------------
 
 
@@ -385,3 +402,28 @@ async def test_an_import_of_clients_in_no_exported_form_writes_nothing(oauth: OA
     assert await oauth.export_records() == []
     await oauth.import_records([(key, raw)])
     assert await oauth.get_client("acme", "org", "", "github") == good
+
+
+async def test_concurrent_refresh_claims_through_two_planes_have_one_holder_at_a_time(
+    open_plane: Callable[[], Awaitable[ControlPlane]], backend: str
+) -> None:
+    async with two_planes(open_plane, backend) as (first, second):
+        holding: list[str] = []
+        held: Counter[str] = Counter()
+
+        async def refresh(plane: ControlPlane, holder: str) -> None:
+            for _ in range(EACH):
+                if await plane.oauth.claim_refresh(CONNECTION, holder, 1000.0, 1.0):
+                    holding.append(holder)
+                    assert holding == [holder]  # nobody else holds it while this one does
+                    held[holder] += 1
+                    await trio.sleep(0)
+                    holding.remove(holder)
+                    await plane.oauth.release_refresh(CONNECTION, holder)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            for n, plane in enumerate((first, second, first, second)):
+                nursery.start_soon(refresh, plane, f"holder-{n}")
+        assert sum(held.values()) >= 1
+        assert await second.oauth.claim_refresh(CONNECTION, "last", 1000.0, 1.0)
