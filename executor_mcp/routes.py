@@ -43,6 +43,7 @@ from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import API_PREFIX, MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.endpoint import POLICY_API_METHODS, RESOURCE, McpEndpoint, defect_refusal
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
+from executor_mcp.transport.oauth_api import ClientMetadataDocument
 from executor_mcp.transport.observed import Operations
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
@@ -233,6 +234,8 @@ def create_app(
         ApprovalsApi(approvals, api_auth).register(app)
     if integrations is not None:
         IntegrationsApi(integrations, api_auth, policies, handoffs).register(app)
+        if integrations.oauth is not None:
+            ClientMetadataDocument(integrations.oauth).register(app)
         if handoffs is not None:
             ConnectPage(integrations, handoffs.book, guard).register(app)
         if console is not None:

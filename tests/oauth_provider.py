@@ -152,12 +152,15 @@ async def _current_url(page: Page) -> str:
 
 @asynccontextmanager
 async def oauth_provider(
-    *, access_token_ttl: int = 3600, sso_client: SsoClient | None = None
+    *, access_token_ttl: int = 3600, sso_client: SsoClient | None = None, metadata_documents_ca: Path | None = None
 ) -> AsyncIterator[OAuthProvider]:
-    """The provider on a free loopback port until the block ends (it keeps everything in memory)."""
+    """The provider on a free loopback port until the block ends (it keeps everything in memory). With
+    `metadata_documents_ca`, it takes clients' metadata document URLs as client ids, trusting that CA's https."""
     env = {**os.environ, "ACCESS_TOKEN_TTL": str(access_token_ttl)}
     for name in ("SSO_CLIENT_ID", "SSO_CLIENT_SECRET", "SSO_REDIRECT_URIS", "SSO_TOKEN_AUTH_METHOD"):
         env.pop(name, None)  # only what this call asks for
+    if metadata_documents_ca is not None:
+        env |= {"METADATA_DOCUMENTS": "1", "NODE_EXTRA_CA_CERTS": str(metadata_documents_ca)}
     if sso_client is not None:
         env |= {
             "SSO_CLIENT_ID": sso_client.client_id,

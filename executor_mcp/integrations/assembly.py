@@ -9,7 +9,6 @@ from executor_mcp.integrations.compiling import Compiler
 from executor_mcp.integrations.graphql.kind import GraphqlKind
 from executor_mcp.integrations.kinds import Kinds
 from executor_mcp.integrations.mcp.kind import McpKind
-from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.openapi.sources import SpecSources
 from executor_mcp.integrations.service import Integrations
@@ -48,7 +47,7 @@ async def open_integrations(
                 compiler,
                 oauth_store=control.oauth,
                 outbound=outbound,
-                callback_url=lambda: public_url() + OAUTH_CALLBACK_PATH,
+                public_url=public_url,
             )
         finally:
             await mcp.aclose()

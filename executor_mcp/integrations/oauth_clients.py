@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 import trio
 
 from executor_mcp.codec import JsonObject
@@ -46,6 +47,7 @@ from executor_mcp.records.oauth import (
     DYNAMIC,
     GRANTS,
     MANUAL,
+    METADATA_DOCUMENT,
     TOKEN_AUTH_METHODS,
     OAuthClientRecord,
 )
@@ -86,6 +88,7 @@ DYNAMIC_FIELDS = frozenset(
         "clientName",
         "redirectUri",
         "originIntegration",
+        "clientIdMetadataDocumentSupported",
     }
 )
 
@@ -272,54 +275,72 @@ class OAuthClients:
         except OutboundFailure:
             return None
 
-    async def register_dynamic(self, principal: Principal, body: Any, redirect_uri: str) -> OAuthClientRecord:
-        """The client registered with this server for this resource and redirect URI, reused if there is one,
-        else registered now (RFC 7591)."""
+    async def register_dynamic(
+        self, principal: Principal, body: Any, redirect_uri: str, metadata_url: str
+    ) -> OAuthClientRecord:
+        """The client this server is known as to an authorization server, for this resource and redirect URI:
+        reused if there is one, else made now. Where the server takes a client ID metadata document's URL as a
+        client id and ours is https (`metadata_url`, whose document lists `redirect_uri` alone), that URL is the
+        client: nothing to register, no secret to keep. Else the server registers itself (RFC 7591)."""
         values = object_of(body)
         check_known(values, DYNAMIC_FIELDS)
         org, owner = org_of(principal), _owner(values, principal)
-        endpoint = str(_endpoint(values, "registrationEndpoint"))
         redirect = str(_endpoint({"redirectUri": values.get("redirectUri") or redirect_uri}, "redirectUri"))
+        by_document = (
+            values.get("clientIdMetadataDocumentSupported") is True
+            and redirect == redirect_uri
+            and metadata_url.startswith("https://")
+        )
+        endpoint = None if by_document else str(_endpoint(values, "registrationEndpoint"))
         resource = _endpoint(values, "resource", required=False)
-        issuer = _endpoint(values, "issuer", required=False) or _origin(endpoint)
         authorization_url = str(_endpoint(values, "authorizationUrl"))
         token_url = str(_endpoint(values, "tokenUrl"))
-        key = (org, owner, account_of(owner, principal))
+        issuer = _endpoint(values, "issuer", required=False) or _origin(endpoint or token_url)
+        wanted = OAuthClientRecord(
+            org_id=org,
+            owner=owner,
+            account_id=account_of(owner, principal),
+            slug="",
+            grant=AUTHORIZATION_CODE,
+            authorization_url=authorization_url,
+            token_url=token_url,
+            client_id=metadata_url if by_document else "",
+            token_auth_method=AUTH_NONE,
+            created_at=self._clock(),
+            resource=resource,
+            origin=METADATA_DOCUMENT if by_document else DYNAMIC,
+            origin_integration=optional_text(values, "originIntegration", 64),
+            origin_issuer=issuer,
+            origin_redirect_uri=redirect,
+            issuer=_endpoint(values, "issuer", required=False),
+        )
+        slug = values.get("slug")
+        if not valid_slug(slug):
+            slug = _dynamic_slug(wanted)
+        wanted = attrs.evolve(wanted, slug=str(slug))
+        key = (org, owner, wanted.account_id)
         lock = self._registering.setdefault(key, trio.Lock())
         try:
             async with lock:
                 for known in await self._store.clients(org, principal.account_id):
-                    if (
-                        known.owner == owner
-                        and known.origin == DYNAMIC
-                        and known.origin_issuer == issuer
-                        and known.resource == resource
-                        and known.origin_redirect_uri == redirect
-                        and (known.authorization_url, known.token_url) == (authorization_url, token_url)
-                    ):
+                    if _same_registration(known, wanted):
                         return known
-                return await self._register(values, principal, owner, endpoint, redirect, resource, issuer)
+                if endpoint is not None:
+                    wanted = await self._register(wanted, endpoint, values)
+                await self._store.put_client(wanted)
+                return wanted
         finally:
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
                 self._registering.pop(key, None)
 
-    async def _register(
-        self,
-        values: JsonObject,
-        principal: Principal,
-        owner: str,
-        endpoint: str,
-        redirect: str,
-        resource: str | None,
-        issuer: str,
-    ) -> OAuthClientRecord:
-        org, account = org_of(principal), account_of(owner, principal)
+    async def _register(self, wanted: OAuthClientRecord, endpoint: str, values: JsonObject) -> OAuthClientRecord:
+        """`wanted` with the client id (and secret, kept sealed) the registration endpoint gave it."""
         scopes = values.get("scopes", [])
         if not isinstance(scopes, list) or not all(isinstance(scope, str) for scope in scopes) or len(scopes) > 100:
             raise InvalidInput("scopes must be a list of at most 100 strings")
         supported = values.get("tokenEndpointAuthMethodsSupported")
         method = auth_method(supported if isinstance(supported, list) else None)
-        request = registration_request(endpoint, redirect, scopes, method)
+        request = registration_request(endpoint, wanted.origin_redirect_uri or "", scopes, method)
         try:
             registered = read_registration(
                 await self._outbound.send(request, collect_streams=False, timeout=ENDPOINT_TIMEOUT), method
@@ -328,33 +349,28 @@ class OAuthClients:
             raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc.message}") from None
         except RegistrationFailed as exc:
             raise OAuthRegistrationFailed(f"Dynamic Client Registration failed: {exc}") from None
-        slug = values.get("slug")
-        if not valid_slug(slug):
-            slug = _dynamic_slug(issuer, resource, redirect, str(_endpoint(values, "tokenUrl")))
-        item = secret_item(owner, str(slug)) if registered.secret else None
-        if registered.secret and item:
-            await self._secrets.default_writable.set(SecretPartition(org, account), {item: registered.secret})
-        record = OAuthClientRecord(
-            org_id=org,
-            owner=owner,
-            account_id=account,
-            slug=str(slug),
-            grant=AUTHORIZATION_CODE,
-            authorization_url=str(_endpoint(values, "authorizationUrl")),
-            token_url=str(_endpoint(values, "tokenUrl")),
-            client_id=registered.client_id,
-            token_auth_method=registered.method,
-            created_at=self._clock(),
-            secret_item=item,
-            resource=resource,
-            origin=DYNAMIC,
-            origin_integration=optional_text(values, "originIntegration", 64),
-            origin_issuer=issuer,
-            origin_redirect_uri=redirect,
-            issuer=_endpoint(values, "issuer", required=False),
+        item = None
+        if registered.secret:
+            item = secret_item(wanted.owner, wanted.slug)
+            partition = SecretPartition(wanted.org_id, wanted.account_id)
+            await self._secrets.default_writable.set(partition, {item: registered.secret})
+        return attrs.evolve(
+            wanted, client_id=registered.client_id, token_auth_method=registered.method, secret_item=item
         )
-        await self._store.put_client(record)
-        return record
+
+
+def _same_registration(known: OAuthClientRecord, wanted: OAuthClientRecord) -> bool:
+    """Whether `known` is the client `wanted` would be: the same kind, authorization server, resource, redirect
+    URI and endpoints (and, for a metadata document, the same document)."""
+    return (
+        known.owner == wanted.owner
+        and known.origin == wanted.origin
+        and (wanted.origin != METADATA_DOCUMENT or known.client_id == wanted.client_id)
+        and known.origin_issuer == wanted.origin_issuer
+        and known.resource == wanted.resource
+        and known.origin_redirect_uri == wanted.origin_redirect_uri
+        and (known.authorization_url, known.token_url) == (wanted.authorization_url, wanted.token_url)
+    )
 
 
 def _origin(url: str) -> str:
@@ -362,8 +378,11 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _dynamic_slug(issuer: str, resource: str | None, redirect: str, token_url: str) -> str:
-    """`dcr-<host>-<hash>`: one per server, resource, redirect URI and token endpoint, within 64 characters."""
+def _dynamic_slug(wanted: OAuthClientRecord) -> str:
+    """`dcr-<host>-<hash>` (`cimd-…` for a metadata document's client): one per server, resource, redirect URI
+    and token endpoint, within 64 characters."""
+    issuer = wanted.origin_issuer or ""
     host = "".join(char if char.isalnum() else "-" for char in (urlsplit(issuer).hostname or "server"))[:40]
-    digest = hashlib.sha256(f"{issuer}\n{resource or ''}\n{redirect}\n{token_url}".encode()).hexdigest()[:12]
-    return f"dcr-{host}-{digest}"
+    key = f"{issuer}\n{wanted.resource or ''}\n{wanted.origin_redirect_uri}\n{wanted.token_url}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"{'cimd' if wanted.origin == METADATA_DOCUMENT else 'dcr'}-{host}-{digest}"

@@ -41,6 +41,7 @@ from executor_mcp.oauth.grants import (
 )
 from executor_mcp.oauth.metadata import endpoint_problem
 from executor_mcp.oauth.pkce import challenge, new_state, new_verifier, state_digest
+from executor_mcp.oauth.registration import metadata_document
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure
 from executor_mcp.records.integration_errors import (
@@ -64,6 +65,10 @@ REFRESH = "refresh"  # the input holding a connection's refresh token
 REFRESH_CLAIM_TTL = ENDPOINT_TIMEOUT + 10.0
 REFRESH_CLAIM_POLL = 0.2
 OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the authorization server sends users back
+# Under the public URL: this server's client ID metadata document, whose URL is its client id where a server takes
+# one; upstream's per-target form (`/api/oauth/client-id-metadata/<target>.json`) serves the same document.
+CLIENT_METADATA_PATH = "/api/oauth/client-id-metadata.json"
+CLIENT_METADATA_TARGETS = "/api/oauth/client-id-metadata/"
 START_FIELDS = frozenset(
     {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
 )
@@ -123,24 +128,33 @@ class OAuthSignIns:
         secrets: SecretProviders,
         outbound: Outbound,
         clients: OAuthClients,
-        callback_url: Callable[[], str],
+        public_url: Callable[[], str],
         settle: Callable[[IntegrationRecord, ConnectionRecord], Awaitable[ConnectionRecord]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`callback_url` is where the authorization server sends the user back: `--public-url`'s
-        `/api/oauth/callback`, asked at each start (the address is known only once the server listens)."""
+        """`public_url` is where this server is reached (`--public-url`, else its bound address: asked at each
+        use, as it is known only once the server listens); the authorization server sends the user back to its
+        `/api/oauth/callback`."""
         self._store = store
         self._catalog = catalog
         self._secrets = secrets
         self._outbound = outbound
         self._clients = clients
-        self._callback_url = callback_url
+        self._public_url = public_url
         self._settle = settle  # what a connection just written goes through (its tools listed, for MCP)
         self._clock = clock
         self._refreshing: dict[tuple[str, ...], _Refreshing] = {}  # bounded by the calls in flight
 
     def callback_url(self) -> str:
-        return self._callback_url()
+        return self._public_url() + OAUTH_CALLBACK_PATH
+
+    def metadata_document_url(self, target: str | None = None) -> str:
+        path = CLIENT_METADATA_PATH if target is None else f"{CLIENT_METADATA_TARGETS}{target}.json"
+        return self._public_url() + path
+
+    def metadata_document(self, target: str | None = None) -> JsonObject:
+        """The document at `metadata_document_url(target)`: it must name its own URL as the client id."""
+        return metadata_document(self.metadata_document_url(target), self.callback_url(), self._public_url())
 
     # -- start, complete, cancel ---------------------------------------------------------------------------
 
@@ -165,8 +179,8 @@ class OAuthSignIns:
             tokens = await self._exchange(client, client_credentials_form(target.scopes, client.resource), start=True)
             record = await self._mint(principal, target, client, tokens, identity)
             return {"status": "connected", "connection": record}
-        redirect = optional_text(values, "redirectUri", 2048) or self._callback_url()
-        if redirect not in (self._callback_url(), client.origin_redirect_uri):
+        redirect = optional_text(values, "redirectUri", 2048) or self.callback_url()
+        if redirect not in (self.callback_url(), client.origin_redirect_uri):
             raise OAuthStartFailed("redirectUri must be this server's OAuth callback")
         if endpoint_problem(redirect) is not None:
             raise OAuthStartFailed("The redirect URI must be https (or http on a loopback host): set --public-url")

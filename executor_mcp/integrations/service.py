@@ -65,12 +65,12 @@ class Integrations:
         *,
         oauth_store: OAuthStore | None = None,
         outbound: Outbound | None = None,
-        callback_url: Callable[[], str] = lambda: "",
+        public_url: Callable[[], str] = lambda: "",
         clock: Callable[[], float] = time.time,
     ) -> None:
         """With `oauth_store` and `outbound`, OAuth connections are served (`oauth_clients`, `oauth`: sign-ins
-        and fresh tokens; `callback_url` is where a sign-in returns); without, only where no OAuth connection
-        can exist (tests of other parts)."""
+        and fresh tokens; `public_url` is where this server is reached, its OAuth callback under it); without,
+        only where no OAuth connection can exist (tests of other parts)."""
         self._catalog = catalog
         self._secrets = secrets
         self._kinds = kinds
@@ -81,7 +81,7 @@ class Integrations:
         if oauth_store is not None and outbound is not None:
             self.oauth_clients = OAuthClients(oauth_store, secrets, outbound, clock)
             self.oauth = OAuthSignIns(
-                oauth_store, catalog, secrets, outbound, self.oauth_clients, callback_url, self._settle, clock
+                oauth_store, catalog, secrets, outbound, self.oauth_clients, public_url, self._settle, clock
             )
         fresh = self.oauth.fresh if self.oauth is not None else None
         self.discoveries = Discoveries(catalog, secrets, kinds, self._catalogs, clock, fresh)

@@ -1,5 +1,6 @@
-"""Dynamic client registration (RFC 7591), built and read purely: the server registers itself once per
-authorization server and redirect URI, as a public client where the server allows one."""
+"""How this server becomes a client of an authorization server, built and read purely: its client ID metadata
+document (the document's https URL is the client id, for servers that take one), or dynamic registration (RFC
+7591) once per authorization server and redirect URI, as a public client where the server allows one."""
 
 import json
 from collections.abc import Sequence
@@ -26,6 +27,21 @@ class RegistrationFailed(ValueError):
     bounded, never a secret it may have sent."""
 
 
+def metadata_document(client_id: str, redirect_uri: str, client_uri: str) -> dict[str, object]:
+    """This server as a public web client (PKCE protects its codes): no secret, since anyone can read the
+    document, and the one redirect URI, since the document speaks for every org on this server."""
+    return {
+        "client_id": client_id,
+        "client_name": CLIENT_NAME,
+        "client_uri": client_uri,
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": AUTH_NONE,
+        "application_type": "web",
+    }
+
+
 def auth_method(supported: Sequence[str] | None) -> str:
     """`none` (a public client, PKCE protecting the code) unless the server lists methods without it; then a
     secret sent in the body, or basic if that is all it takes."""
@@ -43,6 +59,7 @@ def registration_request(
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": method,
+        "application_type": "web",
     }
     if scopes:
         document["scope"] = " ".join(scopes)

@@ -148,7 +148,9 @@ def check_register_dynamic(args: Any, context: CallContext) -> None:
     values = object_of(args)
     check_known(values, DYNAMIC_FIELDS)
     _owner(values, context)
-    for field in ("registrationEndpoint", "authorizationUrl", "tokenUrl"):
+    by_document = values.get("clientIdMetadataDocumentSupported") is True
+    _endpoint(values, "registrationEndpoint", required=not by_document)
+    for field in ("authorizationUrl", "tokenUrl"):
         _endpoint(values, field)
     for field in ("resource", "issuer", "redirectUri"):
         _endpoint(values, field, required=False)
@@ -206,7 +208,9 @@ class OAuthTools:
         return {"client": record.slug}
 
     async def register_dynamic(self, args: Any, context: CallContext) -> JsonObject:
-        record = await self.clients.register_dynamic(context.principal, args, self.signins.callback_url())
+        record = await self.clients.register_dynamic(
+            context.principal, args, self.signins.callback_url(), self.signins.metadata_document_url()
+        )
         return {"client": record.slug}
 
     async def remove_client(self, args: Any, context: CallContext) -> JsonObject:
@@ -271,14 +275,16 @@ class OAuthTools:
             core_tool(
                 "oauth",
                 "clients.registerDynamic",
-                "Register this executor as an OAuth client with an authorization server that allows it (RFC 7591; "
-                "the endpoints come from oauth.probe). A client already registered for the same server, resource "
-                "and redirect URI is reused. The redirect URI defaults to this executor's OAuth callback.",
+                "Register this executor as an OAuth client with an authorization server that allows it (the "
+                "endpoints come from oauth.probe): by this executor's client ID metadata document where the server "
+                "takes one (clientIdMetadataDocumentSupported) and this executor is served over https, else by "
+                "dynamic registration (RFC 7591). A client already registered for the same server, resource and "
+                "redirect URI is reused. The redirect URI defaults to this executor's OAuth callback.",
                 {
                     "owner": _OWNER,
                     "slug": {"type": "string"},
                     "issuer": _NULLABLE_TEXT,
-                    "registrationEndpoint": {"type": "string"},
+                    "registrationEndpoint": _NULLABLE_TEXT,
                     "authorizationUrl": {"type": "string"},
                     "tokenUrl": {"type": "string"},
                     "resource": _NULLABLE_TEXT,
@@ -287,8 +293,9 @@ class OAuthTools:
                     "clientName": {"type": "string"},
                     "redirectUri": _NULLABLE_TEXT,
                     "originIntegration": _NULLABLE_TEXT,
+                    "clientIdMetadataDocumentSupported": {"type": "boolean"},
                 },
-                ["owner", "registrationEndpoint", "authorizationUrl", "tokenUrl", "scopes"],
+                ["owner", "authorizationUrl", "tokenUrl", "scopes"],
                 _CLIENT_SLUG,
                 self.register_dynamic,
                 check_register_dynamic,

@@ -14,14 +14,19 @@ limits and `_tag` errors).
     POST   /api/oauth/complete                     {state, code, iss?}                  -> the connection
     POST   /api/oauth/cancel                       {state}                              -> {cancelled: true}
     POST   /api/oauth/probe                        {url}                                -> where it signs in
+    GET    /api/oauth/client-id-metadata.json      (public) this server's client ID metadata document, also
+    GET    /api/oauth/client-id-metadata/<t>.json   under upstream's per-target paths, naming its own URL
 
 `complete` is refused (404, as for an unknown state) to anyone but the caller who started the sign-in.
 """
 
+from quart import Quart, Response
+
 from executor_mcp.auth.principal import Principal
-from executor_mcp.codec import JsonObject
+from executor_mcp.codec import JsonObject, dumps
+from executor_mcp.integrations.addresses import valid_slug
 from executor_mcp.integrations.oauth_clients import OAuthClients
-from executor_mcp.integrations.oauth_signins import OAuthSignIns
+from executor_mcp.integrations.oauth_signins import CLIENT_METADATA_PATH, CLIENT_METADATA_TARGETS, OAuthSignIns
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.validation import text
 from executor_mcp.integrations.wire import connection_json, probe_json
@@ -54,7 +59,10 @@ class OAuthHandlers:
         return {"client": (await self._clients().create(principal, body)).slug}
 
     async def register_dynamic(self, principal: Principal, body: JsonObject) -> JsonObject:
-        record = await self._clients().register_dynamic(principal, body, self._signins().callback_url())
+        signins = self._signins()
+        record = await self._clients().register_dynamic(
+            principal, body, signins.callback_url(), signins.metadata_document_url()
+        )
         return {"client": record.slug}
 
     async def remove_client(self, principal: Principal, body: JsonObject, slug: str) -> JsonObject:
@@ -79,3 +87,26 @@ class OAuthHandlers:
 
     async def probe(self, principal: Principal, body: JsonObject) -> JsonObject:
         return probe_json(*await self._clients().probe(text(body.get("url"), "url")))
+
+
+class ClientMetadataDocument:
+    """Where an authorization server reads who we are when our client id is a URL (a client ID metadata
+    document): public, as it must be, cacheable for five minutes; it holds no secret."""
+
+    def __init__(self, signins: OAuthSignIns) -> None:
+        self._signins = signins
+
+    def register(self, app: Quart) -> None:
+        app.add_url_rule(CLIENT_METADATA_PATH, "oauth_client_metadata", self._document, methods=["GET"])
+        app.add_url_rule(
+            CLIENT_METADATA_TARGETS + "<target>.json", "oauth_client_metadata_target", self._document, methods=["GET"]
+        )
+
+    async def _document(self, target: str | None = None) -> Response:
+        if target is not None and not valid_slug(target):
+            return Response(b'{"error":"not_found"}', status=404, content_type="application/json")
+        return Response(
+            dumps(self._signins.metadata_document(target)),
+            content_type="application/json",
+            headers={"Cache-Control": "public, max-age=300"},
+        )

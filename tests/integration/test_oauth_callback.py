@@ -64,7 +64,7 @@ async def world_of(
             headers={} if local else ADMIN,
         )
         assert added.status_code == 200, added.text
-        yield World(executor, provider, resource.upstream, http, discovery)
+        yield World((executor,), provider, resource.upstream, http, discovery)
         await executor.stop()
 
 

@@ -10,6 +10,9 @@
 //   ACCESS_TOKEN_TTL   seconds an access token lives (default 3600), so a test can watch one expire
 //   SSO_CLIENT_ID, SSO_CLIENT_SECRET, SSO_REDIRECT_URIS (comma separated), SSO_TOKEN_AUTH_METHOD
 //                      (default client_secret_basic): one pre-registered confidential client, for console SSO
+//   METADATA_DOCUMENTS=1  an https URL is a client id (client ID metadata documents, draft-02), fetched from
+//                      loopback too: the tests' client serves its document on 127.0.0.1 (behind TLS whose
+//                      certificate NODE_EXTRA_CA_CERTS trusts), which oidc-provider's SSRF guard would refuse
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 
@@ -52,7 +55,11 @@ const ssoClient = env.SSO_CLIENT_ID && {
   token_endpoint_auth_method: env.SSO_TOKEN_AUTH_METHOD || 'client_secret_basic',
 };
 
+const metadataDocuments = env.METADATA_DOCUMENTS === '1';
+
 const provider = new Provider(issuer, {
+  // Loopback fetches for metadata documents: the default fetch, without oidc-provider's special-use-IP guard.
+  ...(metadataDocuments && { fetch: (url, { dispatcher, ...options }) => globalThis.fetch(url, options) }),
   clients: ssoClient ? [ssoClient] : [],
   // A client registering without grant_types may refresh (RFC 7591's default is authorization_code alone).
   clientDefaults: {
@@ -90,6 +97,7 @@ const provider = new Provider(issuer, {
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
     revocation: { enabled: true },
+    clientIdMetadataDocument: { enabled: metadataDocuments, ack: 'draft-02' },
     resourceIndicators: {
       enabled: true,
       // Any loopback URL is a resource server taking the orders scopes, with JWT access tokens whose `aud`

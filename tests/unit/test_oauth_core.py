@@ -278,6 +278,7 @@ def test_oauth_dynamic_registration_asks_for_a_public_client_where_allowed() -> 
         "redirect_uris": ["https://mcp.example.com/cb"],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
+        "application_type": "web",
         "token_endpoint_auth_method": "none",
         "scope": "a",
     }

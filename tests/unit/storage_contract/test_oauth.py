@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.oauth import (
@@ -417,10 +418,10 @@ async def test_concurrent_refresh_claims_through_two_planes_have_one_holder_at_a
                     holding.append(holder)
                     assert holding == [holder]  # nobody else holds it while this one does
                     held[holder] += 1
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
                     holding.remove(holder)
                     await plane.oauth.release_refresh(CONNECTION, holder)
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
 
         async with trio.open_nursery() as nursery:
             for n, plane in enumerate((first, second, first, second)):
