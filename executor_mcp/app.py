@@ -385,6 +385,8 @@ async def _serve(
             await root.start(audit.run)
             await root.start(manager.run)
             root.start_soon(integrations.discoveries.refresh_stale)
+            if integrations.oauth is not None:
+                root.start_soon(integrations.oauth.sweep_expired)
 
             async def http(task_status: trio.TaskStatus[list[str]]) -> None:
                 await front(app, shutdown_trigger, task_status=task_status)

@@ -59,6 +59,8 @@ from executor_mcp.storage.records import Owner as Principal
 OWNERS = ("org", "user")
 MAX_DOCUMENT_BYTES = 256 * 1024
 MAX_CLIENT_TEXT = 2048
+# The clients one org (or one account) may hold: more is an admin script gone wrong, not authorization servers.
+MAX_CLIENTS_PER_OWNER = 100
 _CREATE_FIELDS = frozenset(
     {
         "owner",
@@ -178,6 +180,7 @@ class OAuthClients:
         if len(client_id) > MAX_CLIENT_TEXT:
             raise InvalidInput(f"clientId must be at most {MAX_CLIENT_TEXT} characters")
         account = account_of(owner, principal)
+        await self._check_room(principal, owner, slug)
         item = secret_item(owner, slug) if secret else None
         if secret and item:
             await self._secrets.default_writable.set(SecretPartition(org, account), {item: secret})
@@ -200,6 +203,13 @@ class OAuthClients:
         )
         await self._store.put_client(record)
         return record
+
+    async def _check_room(self, principal: Principal, owner: str, slug: str) -> None:
+        """`InvalidInput` when the owner already holds its cap of clients and `slug` would be one more."""
+        clients = await self._store.clients(org_of(principal), principal.account_id)
+        held = {record.slug for record in clients if record.owner == owner}
+        if slug not in held and len(held) >= MAX_CLIENTS_PER_OWNER:
+            raise InvalidInput(f"The {owner} holds {MAX_CLIENTS_PER_OWNER} OAuth clients already: remove one first")
 
     async def summaries(self, principal: Principal) -> list[JsonObject]:
         org = principal.org_id
@@ -325,6 +335,7 @@ class OAuthClients:
                 for known in await self._store.clients(org, principal.account_id):
                     if _same_registration(known, wanted):
                         return known
+                await self._check_room(principal, owner, wanted.slug)
                 if endpoint is not None:
                     wanted = await self._register(wanted, endpoint, values)
                 await self._store.put_client(wanted)

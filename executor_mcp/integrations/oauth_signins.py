@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import trio
 
+from executor_mcp.background import forever
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.access import account_of, find_integration, org_of, require_admin
 from executor_mcp.integrations.credentials import auth_failure, recovery
@@ -64,6 +65,8 @@ REFRESH = "refresh"  # the input holding a connection's refresh token
 # that dies leaves a claim that others wait out, polling for the token it may still have written.
 REFRESH_CLAIM_TTL = ENDPOINT_TIMEOUT + 10.0
 REFRESH_CLAIM_POLL = 0.2
+# Flows nobody finished are deleted as their account starts another; this sweep takes those of accounts that don't.
+FLOW_SWEEP_INTERVAL = 300.0
 OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the authorization server sends users back
 # Under the public URL: this server's client ID metadata document, whose URL is its client id where a server takes
 # one; upstream's per-target form (`/api/oauth/client-id-metadata/<target>.json`) serves the same document.
@@ -240,11 +243,18 @@ class OAuthSignIns:
         target = _Target(flow.owner, flow.name, integration, flow.template, flow.scopes)
         return await self._mint(signer, target, client, tokens, flow.identity_label)
 
+    async def sweep_expired(self) -> None:
+        """Delete the sign-ins that expired, every few minutes, for as long as the server runs (its owner's
+        nursery); a failed sweep is logged and tried again."""
+        await forever("sweeping expired OAuth sign-ins", self._sweep, FLOW_SWEEP_INTERVAL)
+
+    async def _sweep(self) -> None:
+        await self._store.sweep_flows(self._clock())
+
     async def cancel(self, principal: Principal, state: str) -> None:
         """Drop the caller's sign-in in progress (idempotent; another's is left alone, and not admitted to)."""
-        flow = await self._store.take_flow(state_digest(state), self._clock()) if state else None
-        if flow is not None and (flow.org_id, flow.account_id) != (principal.org_id, principal.account_id):
-            await self._store.put_flow(flow, MAX_FLOWS_PER_ACCOUNT + 1, self._clock())  # not theirs to cancel
+        if state:
+            await self._store.take_flow(state_digest(state), self._clock(), (org_of(principal), principal.account_id))
 
     async def _target(self, principal: Principal, values: JsonObject, owner: str) -> _Target:
         integration = await find_integration(self._catalog, principal, text(values.get("integration"), "integration"))

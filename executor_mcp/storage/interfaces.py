@@ -455,10 +455,13 @@ class OAuthStore(Transferable, Protocol):
         written, when that account already holds `max_per_account` flows not expired at `now`. Two processes
         putting flows of one account at once never leave it more than `max_per_account`."""
 
-    async def take_flow(self, state_digest: str, now: float) -> OAuthFlowRecord | None:
+    async def take_flow(
+        self, state_digest: str, now: float, account: tuple[str, str] | None = None
+    ) -> OAuthFlowRecord | None:
         """The flow, if it has not expired by `now`, removed in the same transaction: of two processes taking
         one flow at once, one gets it. A flow is taken once, expired (then None) or not; None too when there is
-        none or it is unreadable (removed all the same)."""
+        none or it is unreadable (removed all the same). With `account` (org, account), only a flow that account
+        started is taken: another's is left as it was, and None answered."""
 
     async def sweep_flows(self, now: float) -> int:
         """Delete every flow that expired by `now`, readable or not, of every account; how many."""

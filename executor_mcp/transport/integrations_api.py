@@ -74,7 +74,7 @@ SPEC_BODY_TIMEOUT_SECONDS = 120
 _SPEC_PATHS = re.compile(re.escape(API_PREFIX) + r"/openapi/(?:preview|specs|integrations/[^/]+/spec)")
 # Adding a GraphQL integration may carry its whole schema (an SDL document or an introspection snapshot).
 _GRAPHQL_SCHEMA_PATHS = re.compile(re.escape(API_PREFIX) + r"/graphql/integrations")
-_WITH_BODY = frozenset({"POST", "PATCH"})
+_WITH_BODY = frozenset({"POST", "PATCH", "DELETE"})  # a DELETE may say which (`/oauth/clients/<slug>` {owner})
 _TRUE = frozenset({"", "1", "true", "yes"})
 _REQUEST_TAGS = {
     400: "InvalidInputError",

@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from executor_mcp.config import SECRET_KEY_ENV
+from executor_mcp.integrations.oauth_clients import MAX_CLIENTS_PER_OWNER
 from tests.auth_support import bearer, mint
 from tests.conftest import ServerUnderTest, jwt_server
 from tests.integration.test_stateless_wire import call_body, result_of, send
@@ -121,6 +122,10 @@ class World:
     async def client(self, auth: dict[str, str] = ADMIN, redirect: str | None = None) -> str:
         """The server registers itself with the provider, for the API as its resource (for `redirect`, when
         given, instead of its own callback)."""
+        body = self.registration(redirect)
+        return str((await self.ok("POST", "/api/oauth/clients/register-dynamic", body, auth))["client"])
+
+    def registration(self, redirect: str | None = None) -> dict[str, Any]:
         body = {
             "owner": "org",
             "issuer": self.provider.issuer,
@@ -133,7 +138,7 @@ class World:
         }
         if redirect is not None:
             body["redirectUri"] = redirect
-        return str((await self.ok("POST", "/api/oauth/clients/register-dynamic", body, auth))["client"])
+        return body
 
     async def start_body(self, client: str, owner: str = "org") -> dict[str, Any]:
         return {
@@ -395,3 +400,26 @@ async def test_oauth_a_client_repointed_elsewhere_is_never_sent_a_refresh_token(
     )
     assert refused.status_code == 400
     assert refused.json()["message"] == "redirectUri must be this server's OAuth callback"
+
+
+async def test_oauth_an_owner_holds_a_bounded_number_of_clients(world: World) -> None:
+    def body(n: int, owner: str = "org") -> dict[str, Any]:
+        return {
+            "owner": owner,
+            "slug": f"c{n}",
+            "authorizationUrl": world.discovery["authorization_endpoint"],
+            "tokenUrl": world.discovery["token_endpoint"],
+            "clientId": f"client-{n}",
+        }
+
+    for n in range(MAX_CLIENTS_PER_OWNER):
+        await world.ok("POST", "/api/oauth/clients", body(n))
+    refused = await world.call("POST", "/api/oauth/clients", body(MAX_CLIENTS_PER_OWNER))
+    assert refused.status_code == 400
+    assert refused.json()["message"] == "The org holds 100 OAuth clients already: remove one first"
+    await world.ok("POST", "/api/oauth/clients", {**body(7), "clientId": "replaced"})  # a replacement is no more
+    await world.ok("POST", "/api/oauth/clients", body(0, owner="user"), MEMBER)  # an account's own are counted apart
+    refused = await world.call("POST", "/api/oauth/clients/register-dynamic", world.registration())
+    assert refused.status_code == 400
+    await world.ok("DELETE", "/api/oauth/clients/c3", {"owner": "org"})
+    await world.ok("POST", "/api/oauth/clients/register-dynamic", world.registration())

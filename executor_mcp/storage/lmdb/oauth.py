@@ -108,12 +108,17 @@ class LmdbOAuth:
 
         return await self._env.write(_put)
 
-    async def take_flow(self, state_digest: str, now: float) -> OAuthFlowRecord | None:
+    async def take_flow(
+        self, state_digest: str, now: float, account: tuple[str, str] | None = None
+    ) -> OAuthFlowRecord | None:
         flow_key = keys.key(state_digest)
 
         def _take(txn: Txn) -> OAuthFlowRecord | None:
-            raw = txn.pop(flow_key, db=self._flows)
+            raw = txn.get(flow_key, db=self._flows)
             record = None if raw is None else decoded_or_skipped(raw, OAuthFlowRecord, state_digest)
+            if account is not None and (record is None or (record.org_id, record.account_id) != account):
+                return None  # not that account's (an unreadable flow's account cannot be told): left as it was
+            txn.delete(flow_key, db=self._flows)
             if record is None:
                 return None  # an unreadable flow's entry is dropped when next met
             keys.delete(txn, self._by_account, keys.key(record.org_id, record.account_id, state_digest))

@@ -165,13 +165,17 @@ class PgOAuth:
 
         return await self._database.transact(_put)
 
-    async def take_flow(self, state_digest: str, now: float) -> OAuthFlowRecord | None:
+    async def take_flow(
+        self, state_digest: str, now: float, account: tuple[str, str] | None = None
+    ) -> OAuthFlowRecord | None:
         if not readable(state_digest):
             return None
+        whose, owner = ("", ()) if account is None else (" AND org_id = %s AND account_id = %s", account)
 
         def _take(connection: psycopg.Connection[Any]) -> OAuthFlowRecord | None:
             row = connection.execute(
-                "DELETE FROM oauth_flows WHERE state_digest = %s RETURNING record::text", (state_digest,)
+                "DELETE FROM oauth_flows WHERE state_digest = %s" + whose + " RETURNING record::text",
+                (state_digest, *owner),
             ).fetchone()
             record = None if row is None else decoded_or_skipped(row[0].encode(), OAuthFlowRecord, state_digest)
             return record if record is not None and record.expires_at > now else None

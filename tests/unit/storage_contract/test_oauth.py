@@ -233,6 +233,14 @@ async def test_a_flow_is_taken_once(oauth: OAuthStore) -> None:
     assert await oauth.take_flow("two", 99.0) == flow("two", account="bob")
 
 
+async def test_a_flow_taken_for_an_account_is_only_that_accounts(oauth: OAuthStore) -> None:
+    assert await oauth.put_flow(flow("one"), CAP, 1.0)  # alice's, in acme
+    assert await oauth.take_flow("one", 50.0, ("acme", "bob")) is None
+    assert await oauth.take_flow("one", 50.0, ("other", "alice")) is None
+    assert await oauth.take_flow("one", 50.0, ("acme", "alice")) == flow("one")  # left as it was, till now
+    assert await oauth.take_flow("one", 50.0, ("acme", "alice")) is None
+
+
 async def test_an_expired_flow_is_not_taken_and_is_gone(oauth: OAuthStore) -> None:
     assert await oauth.put_flow(flow("late"), CAP, 1.0)
     assert await oauth.take_flow("late", 100.0) is None  # expires_at is the first moment it is expired
