@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+import attrs
 import trio
 
 from executor_mcp.codec import JsonObject, dumps
@@ -21,6 +22,7 @@ from executor_mcp.integrations.graphql.compile import compile_catalog
 from executor_mcp.integrations.graphql.operation import Binding, build_operation
 from executor_mcp.integrations.graphql.registration import CONFIGURE_FIELDS, FIELDS, PER_CONNECTION, registration
 from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation, Registration
+from executor_mcp.integrations.oauth_discovery import candidate_urls, discover, origin_of
 from executor_mcp.integrations.validation import (
     MAX_DESCRIPTION_LENGTH,
     MAX_NAME_LENGTH,
@@ -127,22 +129,44 @@ class GraphqlKind:
 
     async def register(self, body: Any, caller: Principal) -> Registration:
         """`registration.py`'s request; building a schema from SDL is CPU work, done at the caller's turn
-        of the compiler."""
+        of the compiler. Without an `authenticationTemplate`, the endpoint is probed for an authorization
+        server (`discovered_oauth`) once the request is known to be valid."""
         values = object_of(body)
         check_known(values, FIELDS)
-        return await self._compiler.run(
+        explicit = explicit_methods(values)
+        registered = await self._compiler.run(
             caller,
             partial(
                 registration,
                 values,
                 endpoint=url(values.get("endpoint"), "endpoint"),
                 static=static_config(values),
-                auth_methods=explicit_methods(values) or (),
+                auth_methods=explicit or (),
                 name=optional_text(values, "name", MAX_NAME_LENGTH),
                 description=optional_text(values, "description", MAX_DESCRIPTION_LENGTH),
                 max_source_bytes=self._max_source_bytes,
             ),
         )
+        if explicit is not None:
+            return registered
+        discovered = await self.discovered_oauth(registered.config)
+        return registered if discovered is None else attrs.evolve(registered, auth_methods=(discovered,))
+
+    async def discovered_oauth(self, config: JsonObject) -> AuthMethod | None:
+        """The `oauth2` method of the endpoint's authorization server, if it names one: in metadata beside the
+        endpoint or at its origin, or in the 401 an unauthenticated `{ __typename }` query gets (the MCP
+        authorization spec's way, which GraphQL servers share). Bounded and quiet (`oauth_discovery`)."""
+        endpoint = str(config.get("endpoint", ""))
+        challenge = http_request(
+            endpoint,
+            {"query": "{ __typename }"},
+            static_headers=config_strings(config.get("headers")),
+            static_query=config_strings(config.get("queryParams")),
+            credential_headers={},
+            credential_query={},
+        )
+        resources = candidate_urls([endpoint, origin_of(endpoint)])
+        return await discover(self._outbound, resources, challenge) if resources else None
 
     def reconfigure(self, record: IntegrationRecord, body: Any) -> tuple[JsonObject, tuple[AuthMethod, ...]]:
         """`{endpoint?, headers?, queryParams?, authenticationTemplate?, mode?: merge|replace}`: set what is

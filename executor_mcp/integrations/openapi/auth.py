@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.integrations.oauth_discovery import candidate_urls, origin_of
 from executor_mcp.integrations.openapi.document import Document
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.integrations import NO_AUTH, TOKEN, AuthMethod, Placement
@@ -172,6 +173,45 @@ def derive_methods(document: Document, base_url: str | None = None) -> tuple[Aut
             }
             methods.append(AuthMethod(slug=slug, kind=OAUTH2, label=f"OAuth2 ({scheme['name']})", oauth=oauth))
     return tuple(methods)
+
+
+def declares_oauth(methods: Sequence[AuthMethod]) -> bool:
+    return any(method.kind == OAUTH2 for method in methods)
+
+
+def discovery_urls(servers: Sequence[JsonObject], base_url: str | None, spec_url: str | None) -> list[str]:
+    """Where a spec that declares no oauth2 is asked for OAuth metadata, in upstream's order: the base URL,
+    each server URL (its variables at their defaults), their origins, then the spec's own URL."""
+    absolute = candidate_urls([base_url, *(_server_url(server) for server in servers)])
+    return candidate_urls([*absolute, *(origin_of(url) for url in absolute), spec_url])
+
+
+def _server_url(server: JsonObject) -> str | None:
+    url = server.get("url")
+    variables = server.get("variables")
+    if not isinstance(url, str):
+        return None
+    for name, schema in variables.items() if isinstance(variables, dict) else ():
+        default = schema.get("default") if isinstance(schema, dict) else None
+        if isinstance(default, str):
+            url = url.replace(f"{{{name}}}", default)
+    return None if "{" in url else url
+
+
+def discovered_preset(method: AuthMethod) -> JsonObject:
+    """A discovered method as the preview's `oauth2Presets` lists it: upstream's preset keys where they apply
+    (no `securitySchemeName`: the spec declares none), and the method's own OAuth fields."""
+    oauth = dict(method.oauth or {})
+    scopes = oauth.pop("scopes", [])
+    flow = oauth.get("flow")
+    title = "Authorization Code" if flow == "authorizationCode" else "Client Credentials"
+    return {
+        "label": f"OAuth2 {title} · discovered",
+        "template": method.slug,
+        **oauth,
+        "scopes": {scope: "" for scope in scopes if isinstance(scope, str)},
+        "identityScopes": "auto" if flow == "authorizationCode" else False,
+    }
 
 
 def _placement(scheme: JsonObject) -> Placement | None:

@@ -10,9 +10,11 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import default_slug, slug_problem
 from executor_mcp.integrations.credentials import CredentialMissing, credential_missing_result
 from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation, Precompiled, Registration
-from executor_mcp.integrations.openapi import request, response
+from executor_mcp.integrations.oauth_discovery import discover
+from executor_mcp.integrations.openapi import auth, request, response
 from executor_mcp.integrations.openapi.binding import Binding
 from executor_mcp.integrations.openapi.compile import (
+    CompiledSpec,
     compile_spec,
     decode_compiled,
     encode_compiled,
@@ -85,7 +87,7 @@ class OpenApiKind:
     async def register(self, body: Any, caller: Principal) -> Registration:
         """`{spec, slug?, name?, description?, baseUrl?, headers?, queryParams?, authenticationTemplate?}`: the
         document is read and compiled (in a child process) to name the integration, so an add that names no
-        slug, name or auth methods takes the document's."""
+        slug, name or auth methods takes the document's, and, where it declares no oauth2, a discovered one."""
         values = object_of(body)
         check_known(values, FIELDS)
         config = static_config(values)
@@ -101,6 +103,10 @@ class OpenApiKind:
         slug = slug or default_slug(name or spec.title or "", OPENAPI) or "api"
         if address is not None:
             config["specUrl"] = address
+        methods = explicit if explicit is not None else spec.auth_methods
+        if explicit is None and not auth.declares_oauth(methods):
+            discovered = await self.discovered_oauth(spec, config.get("baseUrl"), address)
+            methods = (*methods, discovered) if discovered is not None else methods
         return Registration(
             slug=slug,
             slug_hint=slug,
@@ -109,11 +115,18 @@ class OpenApiKind:
             name=integration_name(spec, name, slug)[:MAX_NAME_LENGTH],
             description=integration_description(spec, description, slug)[:MAX_DESCRIPTION_LENGTH],
             config=config,
-            auth_methods=explicit if explicit is not None else spec.auth_methods,
+            auth_methods=methods,
             source=source,
             can_refresh=address is not None,
             compiled=Precompiled(compiled.encoded, compiled.tool_names),
         )
+
+    async def discovered_oauth(
+        self, spec: CompiledSpec, base_url: str | None, spec_url: str | None
+    ) -> AuthMethod | None:
+        """The `oauth2` method of the authorization server the API's metadata names (`oauth_discovery`), if
+        any: bounded and quiet, so a spec without OAuth adds as quickly as before."""
+        return await discover(self._outbound, auth.discovery_urls(spec.servers, base_url, spec_url))
 
     def reconfigure(self, record: IntegrationRecord, body: Any) -> tuple[JsonObject, tuple[AuthMethod, ...]]:
         """`{authenticationTemplate?, mode?: merge|replace, baseUrl?}`: the integration's auth methods merged

@@ -11,6 +11,7 @@ import attrs
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.access import org_of, require_admin
 from executor_mcp.integrations.addresses import default_slug
+from executor_mcp.integrations.openapi.auth import declares_oauth, discovered_preset
 from executor_mcp.integrations.openapi.compile import preview
 from executor_mcp.integrations.openapi.kind import OpenApiKind
 from executor_mcp.integrations.service import Integrations
@@ -31,17 +32,23 @@ class OpenApiSpecs:
         self._integrations = integrations
         kind = integrations.kind_named(OPENAPI)
         assert isinstance(kind, OpenApiKind), "the OpenAPI kind is assembled with the integrations service"
+        self._kind = kind
         self._sources = kind.sources
 
     async def preview(self, principal: Principal, body: Any, *, tool_names: int = 0) -> JsonObject:
         """Upstream's summary of a spec; with `tool_names`, also `toolNames`: that many of its tools' names
-        (at most `MAX_PREVIEW_TOOL_NAMES`), so a person sees what adding it gives before it is added."""
+        (at most `MAX_PREVIEW_TOOL_NAMES`), so a person sees what adding it gives before it is added. A spec
+        that declares no oauth2 is probed as an add would be: a server found is one more `oauth2Presets` entry."""
         org_of(principal)  # compiling is shared work: only members of an organization ask for it
         values = object_of(body)
         check_known(values, {"spec", "specFormat"})
-        source, _ = await self._sources.read(values.get("spec"))
+        source, address = await self._sources.read(values.get("spec"))
         compiled = await self._sources.compile(principal, source)
         summary = preview(compiled.head, operation_count=len(compiled.tool_names))
+        if not declares_oauth(compiled.head.auth_methods):
+            discovered = await self._kind.discovered_oauth(compiled.head, None, address)
+            if discovered is not None:
+                summary["oauth2Presets"] = [*summary["oauth2Presets"], discovered_preset(discovered)]
         if tool_names > 0:
             summary["toolNames"] = list(compiled.tool_names[: min(tool_names, MAX_PREVIEW_TOOL_NAMES)])
         return summary
