@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -72,6 +73,7 @@ OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the a
 # one; upstream's per-target form (`/api/oauth/client-id-metadata/<target>.json`) serves the same document.
 CLIENT_METADATA_PATH = "/api/oauth/client-id-metadata.json"
 CLIENT_METADATA_TARGETS = "/api/oauth/client-id-metadata/"
+NO_CLIENT = "Register an OAuth client for this API first (its id and secret, from the provider)"
 START_FIELDS = frozenset(
     {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
 )
@@ -222,6 +224,61 @@ class OAuthSignIns:
             resource=client.resource,
         )
         return {"status": "redirect", "authorizationUrl": url, "state": state}
+
+    async def connect(self, principal: Principal, body: Any) -> JsonObject:
+        """`start`, where the caller may name no client (the console's Connect): then a client of the API's
+        authorization server that the caller can use already, else this server made one there (its metadata
+        document, or dynamic registration) from what discovery finds at the method's `discoveryUrl`, or at the
+        origin of its authorization URL taken as the issuer."""
+        values = object_of(body)
+        check_known(values, START_FIELDS)
+        if values.get("client") is not None:
+            return await self.start(principal, values)
+        owner = str(values.get("owner", "user"))
+        integration = await find_integration(self._catalog, principal, text(values.get("integration"), "integration"))
+        template = text(values.get("template"), "template")
+        method = integration.auth_method(template)
+        if method is None or method.kind != "oauth2":
+            raise OAuthStartFailed(f'Template "{template[:64]}" of {integration.slug} is not an OAuth method')
+        oauth = method.oauth or {}
+        discovery, declared = oauth.get("discoveryUrl"), oauth.get("authorizationUrl")
+        where = discovery if isinstance(discovery, str) else _origin(declared) if isinstance(declared, str) else None
+        if where is None:
+            raise OAuthStartFailed(f"{NO_CLIENT} (this method names no authorization server)")
+        try:
+            resource, server = await self._clients.probe(where)
+        except IntegrationError as exc:
+            raise OAuthStartFailed(f"{NO_CLIENT} ({exc.message})") from None
+        wanted_resource = resource.resource if resource is not None else oauth.get("resource")
+        for known in await self._store.clients(org_of(principal), principal.account_id):
+            if (
+                (known.token_url, known.authorization_url) == (server.token_endpoint, server.authorization_endpoint)
+                and known.resource == wanted_resource
+                and known.grant != CLIENT_CREDENTIALS
+                and (owner == "user" or known.owner == "org")
+            ):
+                return await self.start(principal, {**values, "client": known.slug, "clientOwner": known.owner})
+        if server.authorization_endpoint is None or (
+            server.registration_endpoint is None and not server.metadata_documents
+        ):
+            raise OAuthStartFailed(f"{NO_CLIENT} (its authorization server lets no client register itself)")
+        scopes = resource.scopes_supported if resource is not None else None
+        registration = {
+            "owner": owner,
+            "issuer": server.issuer,
+            "registrationEndpoint": server.registration_endpoint,
+            "authorizationUrl": server.authorization_endpoint,
+            "tokenUrl": server.token_endpoint,
+            "resource": wanted_resource if isinstance(wanted_resource, str) else None,
+            "scopes": list(scopes if scopes is not None else server.scopes_supported or ())[:100],
+            "tokenEndpointAuthMethodsSupported": list(server.token_auth_methods or ()),
+            "clientIdMetadataDocumentSupported": server.metadata_documents,
+            "originIntegration": integration.slug,
+        }
+        client = await self._clients.register_dynamic(
+            principal, registration, self.callback_url(), self.metadata_document_url()
+        )
+        return await self.start(principal, {**values, "client": client.slug, "clientOwner": client.owner})
 
     async def complete(self, principal: Principal, state: str, params: dict[str, str]) -> ConnectionRecord:
         """The connection a callback's code makes. The flow is taken first (single use) and must be the
@@ -500,3 +557,8 @@ class OAuthSignIns:
         if not await self._catalog.put_connection(updated):
             raise RefreshFailed("the connection's integration was removed", reauth=True)
         return updated
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"

@@ -8,6 +8,9 @@
                                 update and remove
     GET /connections            the visitor's connections (an OAuth one with its scopes, expiry, last refresh and
                                 health), the new-connection form and the connect-link form
+    POST /connections/oauth     {owner, integration, template, name, client?, clientOwner?} -> {authorizationUrl}:
+                                a new OAuth connection's sign-in; without a client, one of the API's authorization
+                                server the visitor can use, else this server registers itself there
     POST /connections/reconnect {owner, integration, name} -> {authorizationUrl}: a new sign-in for an OAuth
                                 connection, with its client, template and name (`integrations.oauth.start`);
                                 the page's script sends the browser there. {connected: true} for a client
@@ -15,8 +18,8 @@
 
 Pages only read, through the service calls the JSON API makes, always with `visitor.principal`, so a page shows
 exactly what that API would answer the visitor. Every change is the page script's JSON call to `/api/...`
-(`static/catalog.js`), but Reconnect, a JSON POST to the console's own route with the visitor's CSRF token, as
-the console's other posts. A connection's values never reach a page: only where they live.
+(`static/catalog.js`), but Connect (OAuth) and Reconnect, JSON POSTs to the console's own routes with the
+visitor's CSRF token, as the console's other posts. A connection's values never reach a page: only where they live.
 """
 
 import time
@@ -36,6 +39,7 @@ from executor_mcp.integrations.graphql.wire import endpoint_for
 from executor_mcp.integrations.mcp.kind import McpKind
 from executor_mcp.integrations.mcp.registration import STDIO
 from executor_mcp.integrations.mcp.servers import server_json
+from executor_mcp.integrations.oauth_signins import OAuthSignIns
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, text
@@ -70,6 +74,7 @@ MAX_QUERY_LENGTH = 200
 PREVIEW_TOOL_NAMES = 8
 _ELLIPSIS = "\u2026"
 RECONNECT_PATH = "/connections/reconnect"
+OAUTH_CONNECT_PATH = "/connections/oauth"
 
 
 class Described(Protocol):
@@ -155,19 +160,24 @@ def page_link(path: str, query: str, page: int) -> str:
 
 @attrs.frozen
 class TemplateChoice:
-    """An auth template a connection can be made with from a page: its inputs are pasted, or it takes none."""
+    """An auth template a connection can be made with from a page: its inputs are pasted, it takes none, or
+    (`oauth`) a person signs in at the API's authorization server."""
 
     slug: str
     label: str
     inputs: tuple[tuple[str, str], ...]  # (input, where it goes)
+    oauth: bool = False
 
     def json(self) -> JsonObject:
-        return {"slug": self.slug, "label": self.label, "inputs": [list(field) for field in self.inputs]}
+        choice: JsonObject = {"slug": self.slug, "label": self.label, "inputs": [list(field) for field in self.inputs]}
+        if self.oauth:
+            choice["oauth"] = True
+        return choice
 
 
 def template_choices(record: IntegrationRecord) -> tuple[TemplateChoice, ...]:
-    """The templates a page can make a connection with: API-key methods (their inputs pasted) and no-auth
-    ones. OAuth methods take no pasted value; an integration with no method at all connects with `none`."""
+    """The templates a page can make a connection with: API-key methods (their inputs pasted), no-auth ones and
+    OAuth ones (a sign-in, no pasted value); an integration with no method at all connects with `none`."""
     if not record.auth_methods:
         return (TemplateChoice(NO_AUTH, "No authentication", ()),)
     choices = []
@@ -175,6 +185,8 @@ def template_choices(record: IntegrationRecord) -> tuple[TemplateChoice, ...]:
         if method.kind == NO_AUTH or (method.kind == "apikey" and method.inputs):
             fields = tuple((variable, method.input_places(variable)) for variable in method.inputs)
             choices.append(TemplateChoice(method.slug, described["label"], fields))
+        elif method.kind == "oauth2":
+            choices.append(TemplateChoice(method.slug, described["label"], (), oauth=True))
     return tuple(choices)
 
 
@@ -338,6 +350,13 @@ class CatalogPages:
         app.add_url_rule(
             RECONNECT_PATH, "console_reconnect", self._reconnect, methods=["POST"], provide_automatic_options=False
         )
+        app.add_url_rule(
+            OAUTH_CONNECT_PATH,
+            "console_oauth_connect",
+            self._connect,
+            methods=["POST"],
+            provide_automatic_options=False,
+        )
 
     async def _list(self) -> Response:
         async def build(visitor: SignIn) -> Response:
@@ -452,6 +471,11 @@ class CatalogPages:
                 for record in records
             }
             connectable = {slug: choice for slug, choice in choices.items() if choice["templates"]}
+            clients = self._integrations.oauth_clients
+            oauth_clients = [
+                {"slug": client["slug"], "owner": client["owner"], "tokenUrl": client["tokenUrl"]}
+                for client in (await clients.summaries(principal) if clients is not None else [])
+            ]
             refusal = admin_refusal(principal)
             wanted = request.args.get("integration")
             rows = [connection_row(record) for record in connections]
@@ -468,6 +492,7 @@ class CatalogPages:
                 connections=rows,
                 created=created,
                 choices=connectable,
+                oauth_clients=oauth_clients,
                 selected=wanted if wanted in connectable else None,
                 org_refusal=refusal.message if refusal is not None else None,
                 handoffs=self._handoffs,
@@ -476,10 +501,9 @@ class CatalogPages:
 
         return await self._console.page(build)
 
-    async def _reconnect(self) -> Response:
-        """A new sign-in for one of the visitor's OAuth connections: the same client, integration, template, name
-        and owner, so its callback replaces the connection's tokens (`OAuthSignIns.start`, whose checks apply: an
-        org connection is an admin's to reconnect)."""
+    async def _oauth_change(self) -> tuple[Principal, JsonObject, OAuthSignIns] | Response:
+        """A console change that starts a sign-in: a signed-in visitor, this origin and the visitor's CSRF token,
+        a JSON body, and a server that serves OAuth; else the refusal to answer."""
         try:
             visitor = await self._console.visitor(request.headers)
         except Refused as refused:
@@ -491,10 +515,37 @@ class CatalogPages:
         body = await json_body(MAX_SIGN_IN_BODY_BYTES)
         if isinstance(body, Response):
             return body
-        signins = self._integrations.oauth
-        if signins is None:
+        if self._integrations.oauth is None:
             return json_error(404, "This server does not serve OAuth connections")
-        principal = visitor.principal
+        return visitor.principal, body, self._integrations.oauth
+
+    async def _connect(self) -> Response:
+        """A new OAuth connection's sign-in (`OAuthSignIns.connect`: with the client the form names, else one of
+        the API's authorization server that this server finds or makes); the page's script sends the browser to
+        the authorization URL answered."""
+        change = await self._oauth_change()
+        if isinstance(change, Response):
+            return change
+        principal, body, signins = change
+        try:
+            started = await signins.connect(principal, body)
+        except IntegrationError as error:
+            return json_error(error.status, error.message)
+        if started.get("status") == "redirect":
+            return json_ok({"authorizationUrl": started["authorizationUrl"]})
+        connection = started.get("connection")
+        return json_ok(
+            {"connected": True, "address": connection.address if isinstance(connection, ConnectionRecord) else None}
+        )
+
+    async def _reconnect(self) -> Response:
+        """A new sign-in for one of the visitor's OAuth connections: the same client, integration, template, name
+        and owner, so its callback replaces the connection's tokens (`OAuthSignIns.start`, whose checks apply: an
+        org connection is an admin's to reconnect)."""
+        change = await self._oauth_change()
+        if isinstance(change, Response):
+            return change
+        principal, body, signins = change
         try:
             owner, integration, name = (text(body.get(field), field) for field in ("owner", "integration", "name"))
             record = await self._integrations.connections.get(principal, owner, integration, name)

@@ -29,7 +29,7 @@ from tests.conftest import jwt_server, start_server
 from tests.console_support import sign_in, visitor
 from tests.integration.test_oauth_connections import ADMIN, MEMBER, ResourceServer, World, orders_spec
 from tests.oauth_provider import oauth_provider
-from tests.upstream import start_upstream
+from tests.upstream import Answer, Received, start_upstream
 
 pytestmark = pytest.mark.slow
 
@@ -381,3 +381,74 @@ async def test_oauth_connections_page_shows_the_grant_and_reconnect_signs_in_aga
     assert (
         await world.http.post(base + "/connections/reconnect", json=unknown, headers=alice.headers())
     ).status_code == 404
+
+
+async def test_oauth_the_console_connects_a_new_oauth_connection_registering_a_client_itself(
+    world: World, nursery: trio.Nursery
+) -> None:
+    """The connections page's form with an OAuth template and no client named: the server discovers the API's
+    authorization server (the API's protected-resource metadata names it, and the resource its tokens must be
+    for), registers itself there, and sends the browser to sign in; the callback brings it back connected. A
+    member connecting next uses the org's client, and a template whose server lets nobody register asks for a
+    client first."""
+    resource = ResourceServer(
+        world.provider.issuer, jwt.PyJWKSet.from_dict((await world.http.get(world.discovery["jwks_uri"])).json())
+    )
+
+    def respond(request: Received) -> Answer:
+        assert resource.upstream is not None
+        if request.path == "/.well-known/oauth-protected-resource":
+            metadata = {"resource": resource.upstream.url, "authorization_servers": [world.provider.issuer]}
+            return Answer(200, json.dumps(metadata).encode())
+        return resource.respond(request)
+
+    resource.upstream = api = await start_upstream(nursery, respond)
+    spec = orders_spec(api.url, "unused", "unused")
+    del spec["components"], spec["security"]  # nothing in it says how to sign in: the API's metadata does
+    await world.ok("POST", "/api/openapi/specs", {"spec": {"kind": "blob", "value": json.dumps(spec)}, "slug": "shop"})
+    base = world.url
+    async with chromium() as browser:
+        page = await browser.new_page()
+        await sign_in(page, base, ALICE, then="/connections")
+        await page.navigate(f"{base}/connections?integration=shop")
+        await page.wait_for("document.readyState === 'complete' && !!document.querySelector('#oauth-client')")
+        assert await page.evaluate("document.querySelector('#connection-template').value") == "oauth2"
+        submit = "document.querySelector('#new-connection button[type=submit]')"
+        assert await page.evaluate(f"{submit}.textContent") == "Sign in to connect"
+        await page.evaluate("document.querySelector('#connection-owner').value = 'org'")
+        await page.evaluate(f"{submit}.click()")
+        await page.wait_for(f"location.href.startsWith({world.provider.issuer + '/'!r})", timeout=20)
+        at_provider = await page.evaluate("location.href")
+        landed = await world.provider.sign_in(at_provider, "alice@acme.test", follow=True, page=page)
+        assert landed.startswith(f"{base}{CALLBACK}?")
+        await page.wait_for(LANDED)
+        shown = await outcome(page)
+        assert shown["title"] == "Connected", shown["reason"]
+        assert shown["result"]["address"] == "tools.shop.org.main"
+        assert csp_violations(page) == []
+    executed = await world.execute("return await tools.shop.org.main.orders.getOrder({ id: '7' });")
+    assert executed["result"]["ok"] is True, executed
+    (client,) = await world.ok("GET", "/api/oauth/clients")
+    assert (client["owner"], client["origin"]["kind"], client["resource"]) == (
+        "org",
+        "dynamic_client_registration",
+        api.url,
+    )
+
+    bob = await visitor(world.http, base, BOB)
+    body = {"owner": "user", "integration": "shop", "template": "oauth2", "name": "mine"}
+    started = await world.http.post(base + "/connections/oauth", json=body, headers=bob.headers())
+    assert started.status_code == 200, started.text
+    assert parse_qs(urlsplit(started.json()["authorizationUrl"]).query)["client_id"] == [client["clientId"]]
+    assert await world.ok("GET", "/api/oauth/clients", auth=MEMBER) == [client]  # nothing registered for bob
+    no_token = await world.http.post(base + "/connections/oauth", json=body, headers=bob.headers(csrf=False))
+    assert no_token.status_code == 403
+
+    nowhere = orders_spec(api.url, "https://127.0.0.1:9/authorize", "https://127.0.0.1:9/token")
+    await world.ok(
+        "POST", "/api/openapi/specs", {"spec": {"kind": "blob", "value": json.dumps(nowhere)}, "slug": "nowhere"}
+    )
+    body = {**body, "integration": "nowhere", "template": "oauth-oauth"}
+    refused = await world.http.post(base + "/connections/oauth", json=body, headers=bob.headers())
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"].startswith("Register an OAuth client for this API first")

@@ -83,16 +83,18 @@ def test_a_page_number_in_other_digits_is_the_first_page() -> None:
     assert page_link("/integrations/shop", "get order&x", 2) == "/integrations/shop?query=get+order%26x&page=2"
 
 
-def test_a_page_connects_with_pasted_keys_or_no_auth_never_oauth() -> None:
+def test_a_page_connects_with_pasted_keys_no_auth_or_an_oauth_sign_in() -> None:
     choices = template_choices(integration(KEY, PAIR, OAUTH, AuthMethod(NO_AUTH, NO_AUTH)))
-    assert [(choice.slug, choice.inputs) for choice in choices] == [
-        ("apikey-0", (("token", "header x-api-key"),)),
-        ("pair", (("key", "header x-key"), ("secret", "query secret"))),
-        (NO_AUTH, ()),
+    assert [(choice.slug, choice.inputs, choice.oauth) for choice in choices] == [
+        ("apikey-0", (("token", "header x-api-key"),), False),
+        ("pair", (("key", "header x-key"), ("secret", "query secret")), False),
+        (OAUTH.slug, (), True),
+        (NO_AUTH, (), False),
     ]
     assert choices[1].label == "Key and secret"
+    assert choices[2].json() == {"slug": OAUTH.slug, "label": choices[2].label, "inputs": [], "oauth": True}
+    assert "oauth" not in choices[0].json()
     assert [choice.slug for choice in template_choices(integration())] == [NO_AUTH]
-    assert template_choices(integration(OAUTH)) == ()
 
 
 def test_a_template_shows_where_each_input_goes_and_never_a_fixed_value() -> None:

@@ -128,7 +128,25 @@
     return templateOf;
   }
 
-  function secretFields(holder, template) {
+  // An OAuth template takes no pasted value: which client signs in (this server finds or registers one by
+  // default), and the button says what happens next.
+  function oauthFields(holder, clients) {
+    const choice = el(
+      "select",
+      { id: "oauth-client", name: "oauthClient" },
+      el("option", { value: "" }, "Automatic: a client of its authorization server, registered if need be"),
+      ...clients.map((client) => el("option", { value: `${client.owner}/${client.slug}` }, `${client.slug} (${client.owner})`)),
+    );
+    holder.replaceChildren(
+      el("label", { htmlFor: "oauth-client" }, "OAuth client", el("small", {}, "You sign in at the API's provider next.")),
+      choice,
+    );
+  }
+
+  function secretFields(holder, template, clients) {
+    const submit = holder.closest("form").querySelector("button[type=submit]");
+    submit.textContent = template?.oauth ? "Sign in to connect" : "Create connection";
+    if (template?.oauth) return oauthFields(holder, clients);
     const fields = (template?.inputs || []).map(([input, where], index) => [
       el("label", { htmlFor: `secret-${index}` }, input, where ? el("small", {}, where) : null),
       el("input", {
@@ -144,10 +162,11 @@
     holder.replaceChildren(...fields.flat());
   }
 
-  function newConnection(form, choices, status) {
+  function newConnection(form, choices, clients, status) {
     const holder = $("secret-fields");
-    const templateOf = choosing(form, choices, (template) => secretFields(holder, template));
+    const templateOf = choosing(form, choices, (template) => secretFields(holder, template, clients));
     onSubmit(form, async () => {
+      if (templateOf()?.oauth) return oauthConnect(form, templateOf().slug, status);
       const secrets = Array.from(holder.querySelectorAll("input[data-input]"));
       const body = {
         owner: form.elements.owner.value,
@@ -167,6 +186,29 @@
       if (!answer.ok) return say(status, errorText(answer.data), "error");
       location.assign(`/connections?created=${encodeURIComponent(answer.data.address)}`);
     });
+  }
+
+  // A new OAuth connection: the console's own route starts the sign-in (finding or registering a client when
+  // none is chosen), and the browser goes to the provider, whose callback brings it back with the connection.
+  async function oauthConnect(form, template, status) {
+    const body = {
+      owner: form.elements.owner.value,
+      name: form.elements.name.value.trim(),
+      integration: form.elements.integration.value,
+      template,
+    };
+    const chosen = form.elements.oauthClient.value;
+    if (chosen) {
+      const slash = chosen.indexOf("/");
+      body.clientOwner = chosen.slice(0, slash);
+      body.client = chosen.slice(slash + 1);
+    }
+    say(status, "Starting the sign-in\u2026");
+    const answer = await api("POST", "/connections/oauth", body);
+    const url = answer.ok ? answer.data.authorizationUrl : undefined;
+    if (typeof url === "string" && /^https?:\/\//i.test(url)) return location.assign(url);
+    if (answer.ok && answer.data.connected) return location.assign(`/connections?created=${encodeURIComponent(answer.data.address)}`);
+    say(status, answer.ok ? "The server answered no sign-in address." : errorText(answer.data), "error");
   }
 
   function newLink(form, choices, status) {
@@ -490,7 +532,8 @@
     const data = $("choices");
     if (!data) return;
     const choices = JSON.parse(data.textContent);
-    if ($("new-connection")) newConnection($("new-connection"), choices, status);
+    const clients = $("oauth-clients") ? JSON.parse($("oauth-clients").textContent) : [];
+    if ($("new-connection")) newConnection($("new-connection"), choices, clients, status);
     if ($("new-link")) newLink($("new-link"), choices, status);
   });
 })();
