@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
+import attrs
 import trio
 
 from executor_mcp import __version__
@@ -27,6 +28,7 @@ from executor_mcp.config import (
 )
 from executor_mcp.config_reference import option_help, render_markdown
 from executor_mcp.logs import configure_logging
+from executor_mcp.records.oauth import AUTHORIZATION_CODE, GRANTS, TOKEN_AUTH_METHODS
 from executor_mcp.storage.records import ELICITATION_MODES, EXECUTE_MODE, MODEL_ELICITATION, PASSTHROUGH_MODE
 from executor_mcp.web.signin import LINK_SECONDS
 
@@ -305,6 +307,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _integration_commands(commands)
     _connection_commands(commands)
+    _oauth_client_commands(commands)
     return parser
 
 
@@ -408,7 +411,9 @@ def _add_mcp_command(actions: Commands) -> None:
 
 
 def _connection_commands(commands: Commands) -> None:
-    connections = _command(commands, "connections", "add, list, refresh or remove connections (credentials)")
+    connections = _command(
+        commands, "connections", "add, connect (OAuth), list, refresh or remove connections (credentials)"
+    )
     actions = _actions(connections)
     add = _command(
         actions, "add", "add or replace a connection; its value is read from a prompt or standard input, never argv"
@@ -442,6 +447,64 @@ def _connection_commands(commands: Commands) -> None:
         command.add_argument("--user", help="the account a user connection belongs to")
         if action == "refresh":
             _json_option(command)
+        _org_option(command)
+        _add_options(command, _INTEGRATION_OPTIONS)
+    _connect_command(actions)
+
+
+def _connect_command(actions: Commands) -> None:
+    connect = _command(
+        actions,
+        "connect",
+        "connect with an OAuth client: at once (client credentials), or a sign-in URL to open, then wait",
+        "Make an OAuth connection as the HTTP API's /api/oauth/start does. A client-credentials client connects at "
+        "once. An authorization-code client starts a sign-in as --user: open the printed URL in a browser signed in "
+        "to the console as that account; the server on this data dir completes it at --public-url's "
+        "/api/oauth/callback, and this command waits for the connection (Ctrl-C cancels the sign-in).",
+    )
+    connect.add_argument("--integration", required=True, metavar="SLUG", help="the integration's slug")
+    connect.add_argument("--name", required=True, help="the connection's name: letters, digits, - and _")
+    connect.add_argument("--template", required=True, help="the integration's OAuth method (see integrations show)")
+    connect.add_argument("--client", required=True, metavar="SLUG", help="the OAuth client (see oauth-clients list)")
+    connect.add_argument("--owner", choices=("org", "user"), default="org", help="shared by the org, or one account's")
+    connect.add_argument("--client-owner", choices=("org", "user"), help="whose client it is (default: --owner)")
+    connect.add_argument("--user", metavar="ACCOUNT", help="the account that signs in (and owns a user connection)")
+    connect.add_argument(
+        "--no-wait", dest="wait", action="store_false", help="print the sign-in URL and exit, without waiting"
+    )
+    _org_option(connect)
+    _add_options(connect, _INTEGRATION_OPTIONS | {"public_url"})
+
+
+def _oauth_client_commands(commands: Commands) -> None:
+    clients = _command(commands, "oauth-clients", "add, list or remove OAuth clients (what connections sign in with)")
+    actions = _actions(clients)
+    listed = _command(actions, "list", "the org's OAuth clients (and --user's), never a secret")
+    _json_option(listed)
+    add = _command(
+        actions, "add", "register a client by hand; its secret is read from a prompt or standard input, never argv"
+    )
+    add.add_argument("--slug", required=True, help="its name here: 1-64 letters, digits, - and _")
+    add.add_argument("--grant", choices=GRANTS, default=AUTHORIZATION_CODE, help="how it gets tokens")
+    add.add_argument("--client-id", required=True, metavar="ID", help="the id the authorization server gave it")
+    add.add_argument("--authorization-url", metavar="URL", help="the authorization endpoint (authorization_code)")
+    add.add_argument("--token-url", required=True, metavar="URL", help="the token endpoint")
+    add.add_argument(
+        "--resource", metavar="URL", help="the API its tokens are for (RFC 8707), e.g. an MCP server's URL"
+    )
+    add.add_argument(
+        "--issuer", metavar="URL", help="the authorization server's issuer, checked against a callback's iss"
+    )
+    add.add_argument(
+        "--token-auth-method", choices=TOKEN_AUTH_METHODS, help="default: client_secret_post, or none with --no-secret"
+    )
+    add.add_argument("--no-secret", dest="secret", action="store_false", help="a public client: no secret is read")
+    remove = _command(actions, "remove", "remove a client (its connections work until their next token refresh)")
+    remove.add_argument("slug", metavar="SLUG")
+    for command in (add, remove):
+        command.add_argument("--owner", choices=("org", "user"), default="org", help="the org's, or one account's")
+    for command in (listed, add, remove):
+        command.add_argument("--user", metavar="ACCOUNT", help="the account (for user clients)")
         _org_option(command)
         _add_options(command, _INTEGRATION_OPTIONS)
 
@@ -586,7 +649,7 @@ def _doctor(settings: Settings, as_json: bool) -> int:
 
 
 def _admin(args: argparse.Namespace, settings: Settings):
-    if args.command in ("integrations", "connections"):
+    if args.command in ("integrations", "connections", "oauth-clients"):
         return _integrations_admin(args, settings)
     from executor_mcp import admin
 
@@ -626,84 +689,33 @@ def _admin(args: argparse.Namespace, settings: Settings):
 
 
 def _integrations_admin(args: argparse.Namespace, settings: Settings):
-    from executor_mcp.integrations import commands
+    from executor_mcp.integrations import commands, dispatch
 
     settings = trio.run(commands.data_dir_settings, settings, given_options(vars(args)))
-    match args.command, args.action:
-        case "integrations", "add-openapi":
-            return partial(
-                commands.integrations_add_openapi,
-                settings,
-                args.org,
-                args.slug,
-                args.url,
-                args.file,
-                args.name,
-                args.description,
-                args.base_url,
-                args.auth_header,
-            )
-        case "integrations", "add-graphql":
-            return partial(
-                commands.integrations_add_graphql,
-                settings,
-                args.org,
-                args.endpoint,
-                args.slug,
-                args.sdl,
-                args.introspection_file,
-                args.name,
-                args.description,
-                args.header_auth,
-                args.query_auth,
-            )
-        case "integrations", "add-mcp":
-            return partial(
-                commands.integrations_add_mcp,
-                settings,
-                args.org,
-                commands.mcp_server_body(
-                    name=args.name,
-                    slug=args.slug,
-                    description=args.description,
-                    url=args.url,
-                    command=args.stdio_command,
-                    transport=args.transport,
-                    header_auth=args.header_auth,
-                    headers=args.header,
-                    args=args.arg,
-                    env_vars=args.env_var,
-                ),
-            )
-        case "integrations", "list":
-            return partial(commands.integrations_list, settings, args.org, args.json)
-        case "integrations", "show":
-            return partial(commands.integrations_show, settings, args.org, args.slug, args.json)
-        case "integrations", "update":
-            return partial(commands.integrations_update, settings, args.org, args.slug, args.url, args.file)
-        case "integrations", "remove":
-            return partial(commands.integrations_remove, settings, args.org, args.slug)
-        case "connections", "add":
-            return partial(
-                commands.connections_add,
-                settings,
-                args.org,
-                args.user,
-                args.owner,
-                args.integration,
-                args.name,
-                args.template,
-                args.input,
-                args.description,
-                sys.stdin.buffer,
-                sys.stdin.isatty(),
-            )
-        case "connections", "list":
-            return partial(commands.connections_list, settings, args.org, args.user, args.integration, args.json)
-        case "connections", "refresh":
-            return partial(commands.connections_refresh, settings, args.org, args.user, args.connection, args.json)
-        case _:
-            return partial(commands.connections_remove, settings, args.org, args.user, args.connection)
+    if args.action == "connect" and settings.public_url is None:
+        settings = attrs.evolve(settings, public_url=_served_public_url(settings.data_dir))
+    return dispatch.command(args, settings, sys.stdin.buffer, sys.stdin.isatty())
+
+
+def _served_public_url(data_dir: Path) -> str | None:
+    """Where the server running on `data_dir` is reached, in its own words: its protected-resource metadata names
+    its MCP endpoint under its public URL (`--public-url`, else its bound address). A sign-in the CLI starts
+    must come back to that server's callback, whatever flags the server was given; None when no server has
+    announced an address in the data dir's lock file, or it does not answer."""
+    import httpx
+
+    from executor_mcp.storage import ownership
+    from executor_mcp.transport.discovery import MCP_PATH, METADATA_PATH
+
+    running = ownership.holder(data_dir)
+    if running is None or running.url is None:
+        return None
+    try:
+        metadata = httpx.get(running.url + METADATA_PATH + MCP_PATH, timeout=10, trust_env=False).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    resource = metadata.get("resource") if isinstance(metadata, dict) else None
+    return resource.removesuffix(MCP_PATH) if isinstance(resource, str) and resource.endswith(MCP_PATH) else None
 
 
 def _serve(settings: Settings) -> int:

@@ -58,31 +58,33 @@ async def data_dir_settings(settings: Settings, given: frozenset[str]) -> Settin
 
 
 @asynccontextmanager
-async def _service(settings: Settings) -> AsyncIterator[Integrations]:
+async def open_service(settings: Settings, public_url: Callable[[], str] = lambda: "") -> AsyncIterator[Integrations]:
+    """The service as the server builds it; `public_url` is the server's, for an OAuth sign-in's callback."""
     control = await open_control_plane(settings)
     try:
-        async with open_integrations(settings, control) as integrations:
+        async with open_integrations(settings, control, public_url) as integrations:
             yield integrations
     finally:
         await control.close()
 
 
-def _principal(org_id: str, account_id: str | None) -> Owner:
+def admin_principal(org_id: str, account_id: str | None) -> Owner:
     """The operator on the data dir administers the org (and acts as `account_id` for user connections)."""
     return Owner(account_id=account_id or "", org_id=org_id, org_admin=True)
 
 
-def _fail(message: str, status: int = 1) -> int:
+def fail(message: str, status: int = 1) -> int:
     print(f"executor-mcp: error: {message}", file=sys.stderr)
     return status
 
 
-def _refused(error: IntegrationError) -> int:
-    """An integration error as the CLI reports it: 2 for a request that cannot be valid, 1 otherwise."""
-    return _fail(error.message, 2 if error.status == 400 else 1)
+def refused(error: IntegrationError, message: str | None = None) -> int:
+    """An integration error as the CLI reports it (in `message`'s words, when the command words it in its own
+    flags): 2 for a request that cannot be valid, 1 otherwise."""
+    return fail(message or error.message, 2 if error.status == 400 else 1)
 
 
-def _identity(org_id: str, account_id: str | None) -> str | None:
+def identity_refusal(org_id: str, account_id: str | None) -> str | None:
     for flag, value in (("--org", org_id), ("--user", account_id)):
         problem = identity_problem(value) if value is not None else None
         if problem:
@@ -145,8 +147,8 @@ async def integrations_add_openapi(
     base_url: str | None,
     auth_headers: Sequence[str],
 ) -> int:
-    if (problem := _identity(org_id, None)) is not None:
-        return _fail(problem, 2)
+    if (problem := identity_refusal(org_id, None)) is not None:
+        return fail(problem, 2)
     try:
         body: JsonObject = {"slug": slug, "spec": _spec(url, file, settings.integration_max_spec_bytes)}
         for field, value in (("name", name), ("description", description), ("baseUrl", base_url)):
@@ -154,10 +156,10 @@ async def integrations_add_openapi(
                 body[field] = value
         if auth_headers:
             body["authenticationTemplate"] = auth_template(auth_headers)
-        async with _service(settings) as integrations:
-            record, count = await integrations.add(_principal(org_id, None), OPENAPI, body)
+        async with open_service(settings) as integrations:
+            record, count = await integrations.add(admin_principal(org_id, None), OPENAPI, body)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     print(
         f"added integration {record.slug} with {count} tools; {_methods_line(integration_json(record))}",
         file=sys.stderr,
@@ -194,8 +196,8 @@ async def integrations_add_graphql(
 ) -> int:
     """Add a GraphQL endpoint; with `--sdl` or `--introspection-file` its schema is that file, else each
     connection introspects the endpoint when it is made."""
-    if (problem := _identity(org_id, None)) is not None:
-        return _fail(problem, 2)
+    if (problem := identity_refusal(org_id, None)) is not None:
+        return fail(problem, 2)
     try:
         body: JsonObject = {"endpoint": endpoint}
         for field, value in (("slug", slug), ("name", name), ("description", description)):
@@ -207,10 +209,10 @@ async def integrations_add_graphql(
             body["introspectionJson"] = _read_text(introspection_file, settings.integration_max_spec_bytes)
         if header_auth or query_auth:
             body["authenticationTemplate"] = graphql_auth_template(header_auth, query_auth)
-        async with _service(settings) as integrations:
-            record, count = await integrations.add(_principal(org_id, None), GRAPHQL, body)
+        async with open_service(settings) as integrations:
+            record, count = await integrations.add(admin_principal(org_id, None), GRAPHQL, body)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     tools = f"{count} tools" if sdl or introspection_file else "tools from each connection's introspection"
     print(f"added integration {record.slug} with {tools}; {_methods_line(integration_json(record))}", file=sys.stderr)
     print(record.slug)
@@ -255,13 +257,13 @@ def mcp_server_body(
 
 
 async def integrations_add_mcp(settings: Settings, org_id: str, body: JsonObject) -> int:
-    if (problem := _identity(org_id, None)) is not None:
-        return _fail(problem, 2)
+    if (problem := identity_refusal(org_id, None)) is not None:
+        return fail(problem, 2)
     try:
-        async with _service(settings) as integrations:
-            record, _ = await integrations.add(_principal(org_id, None), MCP, body)
+        async with open_service(settings) as integrations:
+            record, _ = await integrations.add(admin_principal(org_id, None), MCP, body)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     print(
         f"added MCP server {record.slug}; its tools are listed per connection; "
         f"{_methods_line(integration_json(record))}",
@@ -286,8 +288,8 @@ _INTEGRATION_COLUMNS: list[Column[IntegrationRecord]] = [
 
 async def integrations_list(settings: Settings, org_id: str, as_json: bool = False) -> int:
     """`--json` rows are the HTTP API's (`GET /api/integrations`, less the built-in one)."""
-    async with _service(settings) as integrations:
-        records = await integrations.integrations(_principal(org_id, None))
+    async with open_service(settings) as integrations:
+        records = await integrations.integrations(admin_principal(org_id, None))
     empty = f"no integrations in organization {org_id}"
     print_listing(records, as_json, empty, _INTEGRATION_COLUMNS, integration_json)
     return 0
@@ -311,12 +313,12 @@ async def integrations_show(settings: Settings, org_id: str, slug: str, as_json:
     """Text for people: what it is, its tools and the templates a connection names; `--json` is the HTTP API's
     row (`GET /api/integrations/<slug>`), with an MCP server's configuration as its admin sees it."""
     try:
-        async with _service(settings) as integrations:
-            record = await integrations.integration(_principal(org_id, None), slug)
+        async with open_service(settings) as integrations:
+            record = await integrations.integration(admin_principal(org_id, None), slug)
             discovers = integrations.kind(record).discovers(record)
             tools = "listed by each connection" if discovers else await integrations.tool_count(record)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     shown = integration_json(record)
     if as_json:
         if record.kind == MCP:
@@ -339,10 +341,10 @@ async def integrations_update(settings: Settings, org_id: str, slug: str, url: s
     """A new spec from `--url` or `--file`, or (with neither) the stored URL fetched again."""
     try:
         body = {"spec": _spec(url, file, settings.integration_max_spec_bytes)} if url or file else {}
-        async with _service(settings) as integrations:
-            changed = await OpenApiSpecs(integrations).update(_principal(org_id, None), slug, body)
+        async with open_service(settings) as integrations:
+            changed = await OpenApiSpecs(integrations).update(admin_principal(org_id, None), slug, body)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     print(
         f"updated integration {slug}: {changed['toolCount']} tools, {len(changed['addedTools'])} added, "
         f"{len(changed['removedTools'])} removed",
@@ -354,10 +356,10 @@ async def integrations_update(settings: Settings, org_id: str, slug: str, url: s
 
 async def integrations_remove(settings: Settings, org_id: str, slug: str) -> int:
     try:
-        async with _service(settings) as integrations:
-            await integrations.remove(_principal(org_id, None), slug)
+        async with open_service(settings) as integrations:
+            await integrations.remove(admin_principal(org_id, None), slug)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     print(f"removed integration {slug} and its connections", file=sys.stderr)
     return 0
 
@@ -389,40 +391,45 @@ async def connections_add(
     stdin: BinaryIO,
     tty: bool,
 ) -> int:
-    if (problem := _identity(org_id, account_id)) is not None:
-        return _fail(problem, 2)
+    if (problem := identity_refusal(org_id, account_id)) is not None:
+        return fail(problem, 2)
     if owner == "user" and not account_id:
-        return _fail("--owner user needs --user, the account the connection belongs to", 2)
+        return fail("--owner user needs --user, the account the connection belongs to", 2)
     body: JsonObject = {"owner": owner, "name": name, "integration": integration, "template": template}
     if description is not None:
         body["description"] = description
     if template == NO_AUTH and inputs:
-        return _fail("a connection with --template none takes no --input", 2)
+        return fail("a connection with --template none takes no --input", 2)
     if len(set(inputs)) != len(inputs):
-        return _fail("each --input names a different variable", 2)
-    principal = _principal(org_id, account_id)
+        return fail("each --input names a different variable", 2)
+    principal = admin_principal(org_id, account_id)
     try:
-        async with _service(settings) as integrations:
+        async with open_service(settings) as integrations:
             # Checked before a value is asked for, so a typo is refused before anyone types a secret.
             check_template(await integrations.integration(principal, integration), template)
             if template != NO_AUTH:
                 try:
                     values = read_values(list(inputs) or [TOKEN], stdin, tty)
-                except SecretInputRefused as refused:
-                    return _fail(str(refused), 2)
+                except SecretInputRefused as problem:
+                    return fail(str(problem), 2)
                 body.update({"values": values} if inputs else {"value": values[TOKEN]})
             record = await integrations.connections.create(principal, body, pasted=True)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
+    return report_saved(record)
+
+
+def report_saved(record: ConnectionRecord, done: str = "saved") -> int:
+    """The connection's address on stdout, for a script; a connection whose tools could not be listed is saved
+    (as the HTTP API saves it, answering `lastHealth`) but not quietly: it has no tools yet."""
     if record.sync_error is not None:
-        # Saved, as the HTTP API saves it (and answers `lastHealth`), but not quietly: it has no tools yet.
         reason = record.sync_error.rstrip(".")
-        return _fail(
-            f"saved connection {record.address}, but listing its tools failed: {reason}. It has no tools until a "
+        return fail(
+            f"{done} connection {record.address}, but listing its tools failed: {reason}. It has no tools until a "
             "listing succeeds: the server lists them again on a catalog read a minute from now, or at once on "
             f"`executor-mcp connections refresh {record.address}`"
         )
-    print(f"saved connection {record.address}", file=sys.stderr)
+    print(f"{done} connection {record.address}", file=sys.stderr)
     print(record.address)
     return 0
 
@@ -440,10 +447,10 @@ async def connections_list(
 ) -> int:
     """`--json` rows are the HTTP API's (`GET /api/connections`): where a value is kept, never the value."""
     try:
-        async with _service(settings) as integrations:
-            records = await integrations.connections.visible(_principal(org_id, account_id), integration)
+        async with open_service(settings) as integrations:
+            records = await integrations.connections.visible(admin_principal(org_id, account_id), integration)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     empty = f"no connections in organization {org_id}"
     print_listing(records, as_json, empty, _CONNECTION_COLUMNS, connection_json)
     return 0
@@ -464,12 +471,12 @@ def _connection_key(address: str, account_id: str | None) -> tuple[str, str, str
 async def connections_remove(settings: Settings, org_id: str, account_id: str | None, address: str) -> int:
     key = _connection_key(address, account_id)
     if isinstance(key, str):
-        return _fail(key, 2)
+        return fail(key, 2)
     try:
-        async with _service(settings) as integrations:
-            await integrations.connections.remove(_principal(org_id, account_id), *key)
+        async with open_service(settings) as integrations:
+            await integrations.connections.remove(admin_principal(org_id, account_id), *key)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     print(f"removed connection {address}", file=sys.stderr)
     return 0
 
@@ -494,11 +501,11 @@ async def connections_refresh(
     answers (`--json`: its rows). An OpenAPI connection's tools come from the stored document: they are printed."""
     key = _connection_key(address, account_id)
     if isinstance(key, str):
-        return _fail(key, 2)
+        return fail(key, 2)
     try:
-        async with _service(settings) as integrations:
-            entries = await integrations.connections.tools(_principal(org_id, account_id), *key)
+        async with open_service(settings) as integrations:
+            entries = await integrations.connections.tools(admin_principal(org_id, account_id), *key)
     except IntegrationError as error:
-        return _refused(error)
+        return refused(error)
     print_listing(entries, as_json, f"{address} has no tools", _TOOL_COLUMNS, tool_row)
     return 0
