@@ -8,6 +8,7 @@ appear in a repr, a message or an error: an error keeps the server's code and a 
 import base64
 import json
 import math
+import re
 from collections.abc import Sequence
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -64,6 +65,11 @@ class TokenError:
         return f"({self.code}): {self.description}" if self.description else f"({self.code})"
 
 
+# Authorization servers that issue a refresh token only when asked with `access_type=offline`, and again
+# (after the first consent) only with `prompt=consent`: Google's.
+OFFLINE_ON_REQUEST = frozenset({"accounts.google.com"})
+
+
 def authorization_url(
     endpoint: str,
     *,
@@ -88,6 +94,8 @@ def authorization_url(
     if resource:
         params.append(("resource", resource))
     parts = urlsplit(endpoint)
+    if (parts.hostname or "").lower() in OFFLINE_ON_REQUEST:
+        params += [("access_type", "offline"), ("prompt", "consent")]
     query = "&".join(filter(None, [parts.query, urlencode(params, quote_via=quote)]))
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
 
@@ -191,9 +199,10 @@ def _bounded(text: str, limit: int = MAX_DESCRIPTION) -> str:
 
 
 def granted_scopes(tokens: Tokens, requested: Sequence[str]) -> tuple[str, ...]:
-    """What the grant covers: what the server says it granted, else what was asked (RFC 6749 §5.1)."""
+    """What the grant covers: what the server says it granted, else what was asked (RFC 6749 §5.1). Spaces
+    separate scopes; GitHub and Slack separate them with commas."""
     if tokens.scope is not None:
-        return tuple(dict.fromkeys(tokens.scope.split()))
+        return tuple(dict.fromkeys(scope for scope in re.split(r"[\s,]+", tokens.scope) if scope))
     return tuple(dict.fromkeys(requested))
 
 

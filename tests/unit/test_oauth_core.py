@@ -412,3 +412,30 @@ def test_oauth_an_id_token_is_verified_and_its_claims_name_an_account_and_org() 
             org_claim="org",
             allowed_domains={"acme.test"},
         )
+
+
+def test_oauth_provider_quirks_google_offline_access_and_comma_separated_scopes() -> None:
+    google = authorization_url(
+        "https://accounts.google.com/o/oauth2/v2/auth",
+        client_id="c",
+        redirect_uri="https://mcp.example.com/cb",
+        state="s",
+        challenge="x",
+        scopes=["openid"],
+        resource=None,
+    )
+    assert parse_qs(urlsplit(google).query)["access_type"] == ["offline"]
+    assert parse_qs(urlsplit(google).query)["prompt"] == ["consent"]
+    other = authorization_url(
+        "https://auth.example.com/authorize",
+        client_id="c",
+        redirect_uri="https://mcp.example.com/cb",
+        state="s",
+        challenge="x",
+        scopes=[],
+        resource=None,
+    )
+    assert "access_type" not in parse_qs(urlsplit(other).query)
+    github = read_tokens(answer(200, {"access_token": "gho_x", "token_type": "bearer", "scope": "repo,read:user"}))
+    assert isinstance(github, Tokens)
+    assert granted_scopes(github, []) == ("repo", "read:user")
