@@ -27,6 +27,7 @@ from executor_mcp.oauth.metadata import (
     ProtectedResource,
     authorization_server_urls,
     endpoint_problem,
+    origin_of,
     parse_authorization_server,
     parse_protected_resource,
     protected_resource_urls,
@@ -275,7 +276,7 @@ class OAuthClients:
                     return resource, parse_authorization_server(raw, issuer)
                 except MetadataError as exc:
                     raise OAuthProbeFailed(f"OAuth discovery failed: {exc}") from None
-        raise OAuthProbeFailed(f"No OAuth authorization-server metadata found at {_origin(url)}")
+        raise OAuthProbeFailed(f"No OAuth authorization-server metadata found at {origin_of(url)}")
 
     async def _document(self, url: str) -> bytes | None:
         try:
@@ -305,7 +306,7 @@ class OAuthClients:
         resource = _endpoint(values, "resource", required=False)
         authorization_url = str(_endpoint(values, "authorizationUrl"))
         token_url = str(_endpoint(values, "tokenUrl"))
-        issuer = _endpoint(values, "issuer", required=False) or _origin(endpoint or token_url)
+        issuer = _endpoint(values, "issuer", required=False) or origin_of(endpoint or token_url)
         wanted = OAuthClientRecord(
             org_id=org,
             owner=owner,
@@ -382,11 +383,6 @@ def _same_registration(known: OAuthClientRecord, wanted: OAuthClientRecord) -> b
         and known.origin_redirect_uri == wanted.origin_redirect_uri
         and (known.authorization_url, known.token_url) == (wanted.authorization_url, wanted.token_url)
     )
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _dynamic_slug(wanted: OAuthClientRecord) -> str:

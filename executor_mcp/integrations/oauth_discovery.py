@@ -75,11 +75,6 @@ def candidate_urls(urls: Iterable[str | None]) -> list[str]:
     return kept[:MAX_RESOURCES]
 
 
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 def discovered_method(found: Found) -> AuthMethod:
     """The `oauth2` method a found server gives. Its scopes are left to the sign-in to discover (through
     `discoveryUrl`), except when it could not find them again: then they are the ones found now."""

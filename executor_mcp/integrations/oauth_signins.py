@@ -14,7 +14,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import attrs
 import trio
@@ -41,7 +40,7 @@ from executor_mcp.oauth.grants import (
     refresh_form,
     token_request,
 )
-from executor_mcp.oauth.metadata import endpoint_problem
+from executor_mcp.oauth.metadata import endpoint_problem, origin_of
 from executor_mcp.oauth.pkce import challenge, new_state, new_verifier, state_digest
 from executor_mcp.oauth.registration import metadata_document
 from executor_mcp.outbound.client import Outbound
@@ -242,7 +241,7 @@ class OAuthSignIns:
             raise OAuthStartFailed(f'Template "{template[:64]}" of {integration.slug} is not an OAuth method')
         oauth = method.oauth or {}
         discovery, declared = oauth.get("discoveryUrl"), oauth.get("authorizationUrl")
-        where = discovery if isinstance(discovery, str) else _origin(declared) if isinstance(declared, str) else None
+        where = discovery if isinstance(discovery, str) else origin_of(declared) if isinstance(declared, str) else None
         if where is None:
             raise OAuthStartFailed(f"{NO_CLIENT} (this method names no authorization server)")
         try:
@@ -557,8 +556,3 @@ class OAuthSignIns:
         if not await self._catalog.put_connection(updated):
             raise RefreshFailed("the connection's integration was removed", reauth=True)
         return updated
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"

@@ -198,6 +198,12 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme, parts.netloc.lower()
 
 
+def origin_of(url: str) -> str:
+    """`scheme://host[:port]` of `url`: where an issuer taken from an endpoint, or metadata at the root, is."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def supported_scopes(requested: Sequence[str], supported: Sequence[str] | None) -> tuple[str, ...]:
     """The requested scopes the server says it supports (all of them when it says nothing)."""
     if supported is None:

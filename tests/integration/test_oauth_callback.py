@@ -110,6 +110,20 @@ async def outcome(page: Page) -> dict[str, Any]:
     )
 
 
+async def signed_in_at_provider(world: World, page: Page, address: str) -> None:
+    """The console sent the page to the provider: alice signs in there, and the callback page says `address` is
+    connected, with no content-security violation on the way."""
+    await page.wait_for(f"location.href.startsWith({world.provider.issuer + '/'!r})", timeout=20)
+    at_provider = await page.evaluate("location.href")
+    landed = await world.provider.sign_in(at_provider, "alice@acme.test", follow=True, page=page)
+    assert landed.startswith(f"{world.url}{CALLBACK}?")
+    await page.wait_for(LANDED)
+    shown = await outcome(page)
+    assert shown["title"] == "Connected", shown["reason"]
+    assert shown["result"]["address"] == address
+    assert csp_violations(page) == []
+
+
 def query_of(url: str) -> dict[str, str]:
     return {name: values[0] for name, values in parse_qs(urlsplit(url).query).items()}
 
@@ -350,16 +364,7 @@ async def test_oauth_connections_page_shows_the_grant_and_reconnect_signs_in_aga
         assert await page.evaluate(f"{row}.querySelector('dd.missing')") is None
         await page.screenshots("console-connections-oauth")
         await page.evaluate(f"{row}.querySelector('button.reconnect').click()")
-        issuer = world.provider.issuer
-        await page.wait_for(f"location.href.startsWith({issuer + '/'!r})", timeout=20)
-        at_provider = await page.evaluate("location.href")
-        landed = await world.provider.sign_in(at_provider, "alice@acme.test", follow=True, page=page)
-        assert landed.startswith(f"{base}{CALLBACK}?")
-        await page.wait_for(LANDED)
-        shown = await outcome(page)
-        assert shown["title"] == "Connected", shown["reason"]
-        assert shown["result"]["address"] == "tools.orders.org.main"
-        assert csp_violations(page) == []
+        await signed_in_at_provider(world, page, "tools.orders.org.main")
     assert (await world.execute("return await tools.orders.org.main.orders.getOrder({ id: '7' });"))["result"]["ok"]
 
     # Reconnect is a console change like the others: this origin, the visitor's CSRF token.
@@ -417,15 +422,7 @@ async def test_oauth_the_console_connects_a_new_oauth_connection_registering_a_c
         assert await page.evaluate(f"{submit}.textContent") == "Sign in to connect"
         await page.evaluate("document.querySelector('#connection-owner').value = 'org'")
         await page.evaluate(f"{submit}.click()")
-        await page.wait_for(f"location.href.startsWith({world.provider.issuer + '/'!r})", timeout=20)
-        at_provider = await page.evaluate("location.href")
-        landed = await world.provider.sign_in(at_provider, "alice@acme.test", follow=True, page=page)
-        assert landed.startswith(f"{base}{CALLBACK}?")
-        await page.wait_for(LANDED)
-        shown = await outcome(page)
-        assert shown["title"] == "Connected", shown["reason"]
-        assert shown["result"]["address"] == "tools.shop.org.main"
-        assert csp_violations(page) == []
+        await signed_in_at_provider(world, page, "tools.shop.org.main")
     executed = await world.execute("return await tools.shop.org.main.orders.getOrder({ id: '7' });")
     assert executed["result"]["ok"] is True, executed
     (client,) = await world.ok("GET", "/api/oauth/clients")

@@ -94,6 +94,20 @@ def orders_spec(api: str, authorize: str, token: str) -> dict[str, Any]:
     }
 
 
+def registration_of(probed: dict[str, Any], owner: str = "org") -> dict[str, Any]:
+    """`POST /api/oauth/clients/register-dynamic`'s body from `POST /api/oauth/probe`'s answer, as a UI sends it."""
+    return {
+        "owner": owner,
+        "issuer": probed["issuer"],
+        "registrationEndpoint": probed["registrationEndpoint"],
+        "authorizationUrl": probed["authorizationUrl"],
+        "tokenUrl": probed["tokenUrl"],
+        "resource": probed["resource"],
+        "scopes": probed["scopesSupported"],
+        "tokenEndpointAuthMethodsSupported": probed["tokenEndpointAuthMethodsSupported"],
+    }
+
+
 @attrs.frozen
 class World:
     executors: tuple[ServerUnderTest, ...]  # one, or two instances on one PostgreSQL database
@@ -344,20 +358,7 @@ async def test_oauth_connect_an_mcp_server_that_signs_in_as_the_mcp_spec_says(wo
         probed = await world.ok("POST", "/api/oauth/probe", {"url": server.url})
         assert probed["issuer"] == world.provider.issuer
         assert probed["resource"] == server.url
-        registered = await world.ok(
-            "POST",
-            "/api/oauth/clients/register-dynamic",
-            {
-                "owner": "org",
-                "issuer": probed["issuer"],
-                "registrationEndpoint": probed["registrationEndpoint"],
-                "authorizationUrl": probed["authorizationUrl"],
-                "tokenUrl": probed["tokenUrl"],
-                "resource": probed["resource"],
-                "scopes": probed["scopesSupported"],
-                "tokenEndpointAuthMethodsSupported": probed["tokenEndpointAuthMethodsSupported"],
-            },
-        )
+        registered = await world.ok("POST", "/api/oauth/clients/register-dynamic", registration_of(probed))
         body = {
             "client": registered["client"],
             "clientOwner": "org",

@@ -20,7 +20,7 @@ import trio
 from executor_mcp.integrations.oauth_discovery import DISCOVERY_BUDGET, MAX_REQUESTS
 from tests.conftest import ServerUnderTest, jwt_server
 from tests.graphql_upstream import start_graphql_shop
-from tests.integration.test_oauth_connections import ADMIN, READ, ResourceServer, orders_spec
+from tests.integration.test_oauth_connections import ADMIN, READ, ResourceServer, orders_spec, registration_of
 from tests.integration.test_stateless_wire import call_body, result_of, send
 from tests.oauth_provider import OAuthProvider, oauth_provider
 from tests.upstream import Answer, Received, Upstream, start_upstream
@@ -139,20 +139,7 @@ async def test_oauth_discovered_for_an_openapi_spec_without_a_scheme_signs_in_an
     # The console's sequence: probe the discovery URL, register with what it found, start.
     probed = await executor.ok("POST", "/api/oauth/probe", {"url": oauth["discoveryUrl"]})
     assert (probed["authorizationUrl"], probed["tokenUrl"]) == (oauth["authorizationUrl"], oauth["tokenUrl"])
-    registered = await executor.ok(
-        "POST",
-        "/api/oauth/clients/register-dynamic",
-        {
-            "owner": "org",
-            "issuer": probed["issuer"],
-            "registrationEndpoint": probed["registrationEndpoint"],
-            "authorizationUrl": probed["authorizationUrl"],
-            "tokenUrl": probed["tokenUrl"],
-            "resource": probed["resource"],
-            "scopes": probed["scopesSupported"],
-            "tokenEndpointAuthMethodsSupported": probed["tokenEndpointAuthMethodsSupported"],
-        },
-    )
+    registered = await executor.ok("POST", "/api/oauth/clients/register-dynamic", registration_of(probed))
     connection = await executor.sign_in("orders", registered["client"])
     assert set(connection["oauthScope"].split()) == set(SCOPES)
     result = await executor.execute(READ)

@@ -126,17 +126,7 @@ async def test_oauth_the_metadata_document_names_its_own_url_and_our_callback(ht
 async def test_oauth_a_server_that_takes_metadata_documents_knows_us_by_ours(https_world: HttpsWorld) -> None:
     world = https_world.world
     assert world.discovery["client_id_metadata_document_supported"] is True
-    body = {
-        "owner": "org",
-        "issuer": world.provider.issuer,
-        "registrationEndpoint": world.discovery["registration_endpoint"],
-        "authorizationUrl": world.discovery["authorization_endpoint"],
-        "tokenUrl": world.discovery["token_endpoint"],
-        "resource": world.api.url,
-        "scopes": ["orders:read", "orders:write"],
-        "tokenEndpointAuthMethodsSupported": world.discovery["token_endpoint_auth_methods_supported"],
-        "clientIdMetadataDocumentSupported": True,
-    }
+    body = {**world.registration(), "clientIdMetadataDocumentSupported": True}
     client = (await world.ok("POST", "/api/oauth/clients/register-dynamic", body))["client"]
     assert client.startswith("cimd-")
     assert (await world.ok("POST", "/api/oauth/clients/register-dynamic", body))["client"] == client  # reused

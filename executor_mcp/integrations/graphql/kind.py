@@ -22,7 +22,7 @@ from executor_mcp.integrations.graphql.compile import compile_catalog
 from executor_mcp.integrations.graphql.operation import Binding, build_operation
 from executor_mcp.integrations.graphql.registration import CONFIGURE_FIELDS, FIELDS, PER_CONNECTION, registration
 from executor_mcp.integrations.kinds import Bindings, Discovery, Invocation, Registration
-from executor_mcp.integrations.oauth_discovery import candidate_urls, discover, origin_of
+from executor_mcp.integrations.oauth_discovery import candidate_urls, discover
 from executor_mcp.integrations.validation import (
     MAX_DESCRIPTION_LENGTH,
     MAX_NAME_LENGTH,
@@ -34,6 +34,7 @@ from executor_mcp.integrations.validation import (
     static_config,
     url,
 )
+from executor_mcp.oauth.metadata import origin_of
 from executor_mcp.outbound.client import Outbound
 from executor_mcp.outbound.model import OutboundFailure, OutboundRequest
 from executor_mcp.records.integration_errors import (

@@ -14,8 +14,9 @@ from typing import Any
 from urllib.parse import urljoin
 
 from executor_mcp.codec import JsonObject
-from executor_mcp.integrations.oauth_discovery import candidate_urls, origin_of
+from executor_mcp.integrations.oauth_discovery import candidate_urls
 from executor_mcp.integrations.openapi.document import Document
+from executor_mcp.oauth.metadata import origin_of
 from executor_mcp.records.integration_errors import InvalidInput
 from executor_mcp.records.integrations import NO_AUTH, TOKEN, AuthMethod, Placement
 
