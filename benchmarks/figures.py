@@ -152,6 +152,21 @@ def _cpu_delta(before: ProcessTree | None, after: ProcessTree | None) -> dict[st
     return {"serverCpuS": round(after.cpu_s - before.cpu_s, 2)} if before and after else {}
 
 
+def _cpu_per_call(before: ProcessTree | None, after: ProcessTree | None, calls: int) -> dict[str, float]:
+    """CPU ms per call of the server process itself and of its descendants (the zygote and the sandbox workers):
+    a process started in between counts whole, one that ended in between takes its CPU with it."""
+    if not before or not after or not calls or not before.readings or not after.readings:
+        return {}
+    server_pid = after.readings[0].pid
+    earlier = {reading.pid: reading.cpu_s for reading in before.readings}
+    server = after.readings[0].cpu_s - earlier.get(server_pid, after.readings[0].cpu_s)
+    workers = sum(reading.cpu_s - earlier.get(reading.pid, 0.0) for reading in after.readings[1:])
+    return {
+        "serverProcessCpuMsPerCall": round(server * 1000 / calls, 3),
+        "workersCpuMsPerCall": round(workers * 1000 / calls, 3),
+    }
+
+
 def sequential_phase(
     timing: Timing, planned: int, before: ProcessTree | None, after: ProcessTree | None
 ) -> dict[str, object]:
@@ -179,6 +194,7 @@ def throughput_phase(
         "callsPerS": round(ok / timing.wall_s, 1) if timing.wall_s > 0 else 0.0,
         "latencyMs": latency_stats(timing.latencies_ms),
         **_cpu_delta(before, after),
+        **_cpu_per_call(before, after, ok),
         **({"serverRssMiBAfter": round(after.rss_kib / 1024, 1)} if after else {}),
         "clientCpuS": round(timing.client_cpu_s, 2),
         "clientCpuMsPerCall": round(timing.client_cpu_s * 1000 / ok, 3) if ok else None,

@@ -50,7 +50,7 @@ from benchmarks.figures import (
 )
 from benchmarks.mcp_client import Client, Session
 
-PHASES = ("a", "b", "c", "tp", "mem", "disposed")
+PHASES = ("a", "b", "c", "tp", "mem", "disposed", "floor")
 _ANNOUNCE = re.compile(rb"MCP: (http://\S+/mcp)\n")
 _DISPOSED = b"idle: disposing of its runtime"
 STARTUP_BOUND = 30.0
@@ -165,13 +165,14 @@ def _serve_command(data_dir: Path, *extra: str) -> list[str]:
 
 
 @asynccontextmanager
-async def running_server(*extra: str) -> AsyncIterator[Server]:
-    """A server child process; its stderr goes to a file (read for the URL and the disposals)."""
+async def running_server(*extra: str, command: list[str] | None = None) -> AsyncIterator[Server]:
+    """A server child process (`command`, or `executor-mcp serve`); its stderr goes to a file (read for the URL
+    and the disposals)."""
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         data_dir, log = Path(scratch) / "data", Path(scratch) / "stderr.log"
         with log.open("wb") as stderr:
             process = await trio.lowlevel.open_process(
-                _serve_command(data_dir, "--max-sessions-per-user", "100000", *extra),
+                command or _serve_command(data_dir, "--max-sessions-per-user", "100000", *extra),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -382,6 +383,22 @@ async def throughput(server: Server, client: Client, options: Options, concurren
     return throughput_phase(concurrency, timing, before, after)
 
 
+async def floor(options: Options) -> dict[str, object]:
+    """The throughput phases against `benchmarks.floor` (the same hypercorn, a trivial JSON route), and the
+    execute throughput as a share of it."""
+    measured: dict[str, object] = {}
+    async with running_server(command=[sys.executable, "-m", "benchmarks.floor"]) as server:
+        client = options.client(server.url)
+        try:
+            for concurrency in options.concurrency:
+                phase = await throughput(server, client, options, concurrency)
+                measured[f"c{concurrency}"] = phase
+                _progress(f"floor c={concurrency}: {phase['callsPerS']}/s, errors {phase['errors']}")
+        finally:
+            await client.aclose()
+    return measured
+
+
 async def disposal(options: Options) -> dict[str, object]:
     """Runtimes disposed of by idleness, on a second server whose `--session-timeout` is short."""
     async with running_server("--session-timeout", str(options.dispose_after)) as server:
@@ -475,6 +492,8 @@ async def bench(options: Options) -> dict[str, object]:
             await client.aclose()
     if "memory" in phases:
         phases["memory"]["warmWorkers"] = {"idle": idle.workers(), "final": final.workers()}
+    if "floor" in options.phases and "tp" in options.phases:
+        phases["floor"] = await floor(options)
     if "disposed" in options.phases and options.sessions > 0 and not options.url:
         phases.setdefault("memory", {})["disposed"] = await disposal(options)
         _progress(f"disposed: {phases['memory']['disposed']['rssPerDisposedSessionKiB']} KiB per session")

@@ -53,6 +53,14 @@ async def test_the_json_bench_prints_every_figure():
         assert all(positive(level[key]) for key in ("callsPerS", "serverRssMiBAfter"))
         assert positive(level["latencyMs"]["p95"])
         assert number(level["serverCpuS"])
+        assert positive(level["serverProcessCpuMsPerCall"])
+        assert number(level["workersCpuMsPerCall"])
+    # The floor: the same hypercorn serving a trivial JSON-RPC route, measured by the same client in the run.
+    assert set(phases["floor"]) == {"c8", "c32"}
+    for level in phases["floor"].values():
+        assert level["errors"] == 0, level["firstErrors"]
+        assert positive(level["callsPerS"])
+        assert positive(level["serverProcessCpuMsPerCall"])
 
     memory = phases["memory"]
     assert memory["sessionsOpened"] == memory["sessionsClosed"] == 5

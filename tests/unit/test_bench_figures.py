@@ -130,7 +130,7 @@ def test_a_phase_without_proc_readings_has_no_server_cpu():
 def test_throughput_counts_calls_per_second_of_wall_time():
     timing = Timing(tuple([10.0] * 50), ("late",), 2.0, 0.1)
     phase = throughput_phase(8, timing, tree(1024, cpu_s=1.0), tree(2048, cpu_s=3.0))
-    assert list(phase)[:10] == [
+    assert list(phase)[:12] == [
         "concurrency",
         "wallS",
         "ok",
@@ -139,11 +139,23 @@ def test_throughput_counts_calls_per_second_of_wall_time():
         "callsPerS",
         "latencyMs",
         "serverCpuS",
+        "serverProcessCpuMsPerCall",
+        "workersCpuMsPerCall",
         "serverRssMiBAfter",
         "clientCpuS",
     ]
     assert (phase["ok"], phase["callsPerS"], phase["serverCpuS"], phase["serverRssMiBAfter"]) == (50, 25.0, 2.0, 2.0)
     assert phase["clientCpuMsPerCall"] == 2.0
+    assert (phase["serverProcessCpuMsPerCall"], phase["workersCpuMsPerCall"]) == (40.0, 0.0)
+
+
+def test_cpu_per_call_splits_the_server_process_from_its_workers_and_counts_new_workers_whole():
+    before = ProcessTree((ProcessReading(1, 0, 2.0, None), ProcessReading(2, 0, 1.0, None)))
+    after = ProcessTree(
+        (ProcessReading(1, 0, 3.0, None), ProcessReading(2, 0, 1.5, None), ProcessReading(3, 0, 0.25, None))
+    )
+    phase = throughput_phase(32, Timing(tuple([1.0] * 100), (), 1.0, 0.0), before, after)
+    assert (phase["serverProcessCpuMsPerCall"], phase["workersCpuMsPerCall"]) == (10.0, 7.5)
 
 
 def test_memory_per_session_is_the_growth_over_the_sessions_opened():
