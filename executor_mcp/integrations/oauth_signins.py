@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlencode
 
 import attrs
 import trio
@@ -21,6 +22,7 @@ import trio
 from executor_mcp.background import forever
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.access import account_of, find_integration, org_of, require_admin
+from executor_mcp.integrations.addresses import valid_slug
 from executor_mcp.integrations.credentials import auth_failure, recovery
 from executor_mcp.integrations.oauth_clients import OWNERS, OAuthClients
 from executor_mcp.integrations.validation import MAX_NAME_LENGTH, check_known, object_of, optional_text, text
@@ -54,17 +56,27 @@ from executor_mcp.records.integration_errors import (
     OAuthStartFailed,
 )
 from executor_mcp.records.integrations import TOKEN, ConnectionRecord, IntegrationRecord
-from executor_mcp.records.oauth import CLIENT_CREDENTIALS, OAuthClientRecord, OAuthFlowRecord
+from executor_mcp.records.oauth import (
+    AUTHORIZATION_CODE,
+    CLIENT_CREDENTIALS,
+    DYNAMIC,
+    GRANTS,
+    METADATA_DOCUMENT,
+    OAuthClientRecord,
+    OAuthFlowRecord,
+)
 from executor_mcp.secrets.cipher import SecretUnreadable
 from executor_mcp.secrets.providers import SecretPartition, SecretProviders, pasted_item_id
 from executor_mcp.storage.interfaces import CatalogStore, ConnectionKey, OAuthStore, connection_key
 from executor_mcp.storage.records import Owner as Principal
 
 REFRESH = "refresh"  # the input holding a connection's refresh token
-# A refresh's claim outlasts the token request it covers (`ENDPOINT_TIMEOUT`) and the writes after it: a holder
-# that dies leaves a claim that others wait out, polling for the token it may still have written.
-REFRESH_CLAIM_TTL = ENDPOINT_TIMEOUT + 10.0
+# A refresh's claim outlasts the token request it covers (`ENDPOINT_TIMEOUT` for its headers, as much for its body)
+# and the writes after it, and is renewed just before that request: a holder that dies leaves a claim that others
+# wait out (at most one claim's life), polling for the token it may still have written.
+REFRESH_CLAIM_TTL = 2 * ENDPOINT_TIMEOUT + 15.0
 REFRESH_CLAIM_POLL = 0.2
+CLAIM_TAKEN = "another instance is refreshing this connection's token: try again in a moment"
 # Flows nobody finished are deleted as their account starts another; this sweep takes those of accounts that don't.
 FLOW_SWEEP_INTERVAL = 300.0
 OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the authorization server sends users back
@@ -73,6 +85,19 @@ OAUTH_CALLBACK_PATH = "/api/oauth/callback"  # under the public URL: where the a
 CLIENT_METADATA_PATH = "/api/oauth/client-id-metadata.json"
 CLIENT_METADATA_TARGETS = "/api/oauth/client-id-metadata/"
 NO_CLIENT = "Register an OAuth client for this API first (its id and secret, from the provider)"
+# The console's page (under the public URL) whose form registers an OAuth client; `oauthClient=1` opens it prefilled.
+CLIENT_HANDOFF_PATH = "/connections"
+HANDOFF_ENDPOINTS = ("authorizationUrl", "tokenUrl", "resource")
+MAX_HANDOFF_TEXT = 2048
+HANDOFF_FIELDS = frozenset(
+    {"integration", "owner", "slug", "grant", "clientId", "authorizationUrl", "tokenUrl", "resource", "label"}
+)
+CLIENT_HANDOFF_INSTRUCTIONS = (
+    "Give this link to the person who holds the OAuth client's credentials from the provider. They open it in a "
+    "browser signed in to the executor console (as an organization admin, for an org client), enter the client "
+    "secret there and register the client: the secret never passes through you. Then call "
+    "executor.coreTools.oauth.start with the client's slug."
+)
 START_FIELDS = frozenset(
     {"client", "clientOwner", "owner", "name", "integration", "template", "identityLabel", "redirectUri"}
 )
@@ -255,6 +280,7 @@ class OAuthSignIns:
                 and known.resource == wanted_resource
                 and known.grant != CLIENT_CREDENTIALS
                 and (owner == "user" or known.owner == "org")
+                and self._usable_unasked(known, integration.slug)
             ):
                 return await self.start(principal, {**values, "client": known.slug, "clientOwner": known.owner})
         if server.authorization_endpoint is None or (
@@ -278,6 +304,49 @@ class OAuthSignIns:
             principal, registration, self.callback_url(), self.metadata_document_url()
         )
         return await self.start(principal, {**values, "client": client.slug, "clientOwner": client.owner})
+
+    async def client_handoff(self, principal: Principal, body: Any) -> JsonObject:
+        """`oauth.clients.createHandoff`: the console link where a person registers an OAuth client for the
+        integration, its fields but the secret prefilled (the request's, else the integration's OAuth template's
+        endpoints). The link grants nothing: the person's own console session registers the client, with the
+        API's checks (an org client is an admin's)."""
+        values = object_of(body)
+        check_known(values, HANDOFF_FIELDS)
+        integration = await find_integration(self._catalog, principal, text(values.get("integration"), "integration"))
+        owner, grant = values.get("owner", "org"), values.get("grant", AUTHORIZATION_CODE)
+        if owner not in OWNERS:
+            raise InvalidInput('owner must be "org" or "user"')
+        if grant not in GRANTS:
+            raise InvalidInput(f"grant must be one of: {', '.join(GRANTS)}")
+        query = {"oauthClient": "1", "integration": integration.slug, "owner": str(owner), "grant": str(grant)}
+        for field in ("slug", "clientId", "label", *HANDOFF_ENDPOINTS):
+            value = optional_text(values, field, MAX_HANDOFF_TEXT)
+            if value and field in HANDOFF_ENDPOINTS and (problem := endpoint_problem(value)) is not None:
+                raise InvalidInput(f"{field} {problem}")
+            if value:
+                query[field] = value
+        if "slug" in query and not valid_slug(query["slug"]):
+            raise InvalidInput("slug must be 1-64 letters, digits, '-' or '_'")
+        declared = next((method.oauth or {} for method in integration.auth_methods if method.kind == "oauth2"), {})
+        for field in HANDOFF_ENDPOINTS:
+            found = declared.get(field)
+            if field not in query and isinstance(found, str) and found and endpoint_problem(found) is None:
+                query[field] = found
+        url = self._public_url() + CLIENT_HANDOFF_PATH + "?" + urlencode(query)
+        return {"url": url, "instructions": CLIENT_HANDOFF_INSTRUCTIONS}
+
+    def _usable_unasked(self, client: OAuthClientRecord, integration: str) -> bool:
+        """Whether Connect may use `client` without the person choosing it: one this server made for this callback
+        (by registration, or as its metadata document), or one registered for this very integration. A client
+        registered by hand for another API is the organization's trust in that app: a spec naming the same
+        authorization server must not borrow it unasked."""
+        if client.origin == DYNAMIC:
+            return client.origin_redirect_uri == self.callback_url()
+        if client.origin == METADATA_DOCUMENT:
+            return (
+                client.client_id == self.metadata_document_url() and client.origin_redirect_uri == self.callback_url()
+            )
+        return client.origin_integration == integration
 
     async def complete(self, principal: Principal, state: str, params: dict[str, str]) -> ConnectionRecord:
         """The connection a callback's code makes. The flow is taken first (single use) and must be the
@@ -367,8 +436,10 @@ class OAuthSignIns:
         """Write the connection and its tokens (a reconnect replaces both, keeping the description)."""
         org, account = org_of(principal), account_of(target.owner, principal)
         integration = target.integration.slug
-        # Under the connection's lock: a refresh of the old grant finishing now must not overwrite these tokens.
-        async with self._held((org, target.owner, account, integration, target.name)):
+        # Under the connection's lock here and its claim in the store: a refresh of the old grant finishing now,
+        # on this instance or another, must not overwrite these tokens.
+        key = (org, target.owner, account, integration, target.name)
+        async with self._held(key), self._claimed(key):
             record = await self._write(org, account, target, client, tokens, identity)
         return record if self._settle is None else await self._settle(target.integration, record)
 
@@ -457,18 +528,39 @@ class OAuthSignIns:
         """Refresh under the store's claim on the connection, so that instances sharing a database refresh it
         once: an instance that finds another's claim waits for the token it writes (re-reading the connection)
         and refreshes only if that claim lapses with the token still due (its holder died or failed)."""
-        holder = secrets.token_hex(16)
-        while True:
-            if await self._store.claim_refresh(key, holder, self._clock() + REFRESH_CLAIM_TTL, self._clock()):
-                try:
-                    due = await self._due(key)  # the claim's last holder may have refreshed it just now
-                    return await self._refresh(due) if due is not None else await self._current(key)
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await self._store.release_refresh(key, holder)
+        holder, gave_up = secrets.token_hex(16), self._clock() + REFRESH_CLAIM_TTL + 1
+        while not await self._claim(key, holder):
             await trio.sleep(REFRESH_CLAIM_POLL)
             if await self._due(key) is None:
                 return await self._current(key)
+            if self._clock() > gave_up:
+                raise RefreshFailed(CLAIM_TAKEN, reauth=False)
+        try:
+            due = await self._due(key)  # the claim's last holder may have refreshed it just now
+            return await self._refresh(due, holder) if due is not None else await self._current(key)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._store.release_refresh(key, holder)
+
+    async def _claim(self, key: ConnectionKey, holder: str) -> bool:
+        """Take (or, for its holder, renew) the store's claim on the connection's tokens."""
+        now = self._clock()
+        return await self._store.claim_refresh(key, holder, now + REFRESH_CLAIM_TTL, now)
+
+    @asynccontextmanager
+    async def _claimed(self, key: ConnectionKey) -> AsyncIterator[None]:
+        """The store's claim held for a (re)connect's write, waited for (at most one claim's life) while another
+        instance refreshes: that refresh of the old grant lands first, and these tokens then replace it."""
+        holder, gave_up = secrets.token_hex(16), self._clock() + REFRESH_CLAIM_TTL + 1
+        while not await self._claim(key, holder):
+            if self._clock() > gave_up:
+                raise OAuthCompleteFailed(CLAIM_TAKEN)
+            await trio.sleep(REFRESH_CLAIM_POLL)
+        try:
+            yield
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._store.release_refresh(key, holder)
 
     @asynccontextmanager
     async def _held(self, key: tuple[str, ...]) -> AsyncIterator[_Refreshing]:
@@ -481,7 +573,7 @@ class OAuthSignIns:
             if not entry.lock.locked() and entry.lock.statistics().tasks_waiting == 0:
                 self._refreshing.pop(key, None)
 
-    async def _refresh(self, connection: ConnectionRecord) -> ConnectionRecord:
+    async def _refresh(self, connection: ConnectionRecord, holder: str) -> ConnectionRecord:
         owner = connection.oauth_client_owner or connection.owner
         account = connection.account_id if owner == "user" else ""
         client = await self._store.get_client(connection.org_id, owner, account, connection.oauth_client or "")
@@ -510,6 +602,9 @@ class OAuthSignIns:
             auth = await self._clients.auth(client)
         except OAuthStartFailed as exc:
             raise RefreshFailed(exc.message, reauth=True) from None
+        # The claim renewed for the request's whole time: past a lapse, another instance could refresh too.
+        if not await self._claim(connection_key(connection), holder):
+            raise RefreshFailed(CLAIM_TAKEN, reauth=False)
         # Shielded from the exchange to the write: a rotating server has spent the old refresh token the moment
         # it answers, so the new one must be kept even if the call that asked is gone (each step is bounded).
         with trio.CancelScope(shield=True):
@@ -549,7 +644,7 @@ class OAuthSignIns:
             connection,
             item_ids={**connection.item_ids, **item_ids},
             expires_at=now + answer.expires_in if answer.expires_in is not None else None,
-            oauth_scope=answer.scope if answer.scope is not None else connection.oauth_scope,
+            oauth_scope=" ".join(granted_scopes(answer, ())) if answer.scope is not None else connection.oauth_scope,
             refreshed_at=now,
             updated_at=now,
         )

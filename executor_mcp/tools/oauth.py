@@ -1,5 +1,5 @@
-"""The executor's OAuth tools: `tools.executor.coreTools.oauth.clients.list|create|registerDynamic|remove`,
-`oauth.probe`, `oauth.start` and `oauth.cancel` (upstream `upstream-oauth-toolkits.md` §A.2), over the same
+"""The executor's OAuth tools: `tools.executor.coreTools.oauth.clients.list|create|createHandoff|registerDynamic|
+remove`, `oauth.probe`, `oauth.start` and `oauth.cancel` (upstream `upstream-oauth-toolkits.md` §A.2), over the same
 `OAuthClients` and `OAuthSignIns` as `/api/oauth/*`.
 
 What registers or removes a client, or starts a sign-in, is approval-gated, and checks what it can before the
@@ -8,8 +8,8 @@ No tool takes or answers a secret: `oauth.clients.create` registers a public cli
 empty), a client's listing never holds one, and `oauth.start` answers the URL where the user signs in, never
 a token; the sign-in completes through the callback (or `POST /api/oauth/complete`), not through the agent.
 
-`oauth.clients.createHandoff` is not here: the connect page serves only pasted connection values, and no
-page takes an OAuth client's registration from a person yet.
+`oauth.clients.createHandoff` answers a console link where a person registers a confidential client, its
+secret typed there: ungated, since the link grants nothing (the person's own console session registers it).
 """
 
 from typing import Any
@@ -57,7 +57,10 @@ _CLIENT = {
         "origin": {
             "type": "object",
             "properties": {
-                "kind": {"type": "string", "enum": ["manual", "dynamic_client_registration"]},
+                "kind": {
+                    "type": "string",
+                    "enum": ["manual", "dynamic_client_registration", "client_id_metadata_document"],
+                },
                 "integration": _NULLABLE_TEXT,
             },
             "required": ["kind"],
@@ -213,6 +216,9 @@ class OAuthTools:
         )
         return {"client": record.slug}
 
+    async def create_handoff(self, args: Any, context: CallContext) -> JsonObject:
+        return await self.signins.client_handoff(context.principal, args)
+
     async def remove_client(self, args: Any, context: CallContext) -> JsonObject:
         values = object_of(args)
         await self.clients.remove(context.principal, str(values["owner"]), str(values["slug"]))
@@ -300,6 +306,32 @@ class OAuthTools:
                 self.register_dynamic,
                 check_register_dynamic,
                 gated=True,
+            ),
+            core_tool(
+                "oauth",
+                "clients.createHandoff",
+                "A console link where a person registers a confidential OAuth client for an integration (its "
+                "client id and secret from the provider, typed there: a secret never passes through the agent). "
+                "The given fields, else the integration's OAuth endpoints, come prefilled. Give the url and the "
+                "instructions to the user; then call oauth.start with the client's slug.",
+                {
+                    "integration": {"type": "string"},
+                    "owner": _OWNER,
+                    "slug": {"type": "string"},
+                    "grant": {"type": "string", "enum": list(GRANTS)},
+                    "clientId": {"type": "string"},
+                    "authorizationUrl": {"type": "string"},
+                    "tokenUrl": {"type": "string"},
+                    "resource": {"type": "string"},
+                    "label": {"type": "string"},
+                },
+                ["integration"],
+                {
+                    "type": "object",
+                    "properties": {"url": {"type": "string"}, "instructions": {"type": "string"}},
+                    "required": ["url", "instructions"],
+                },
+                self.create_handoff,
             ),
             core_tool(
                 "oauth",

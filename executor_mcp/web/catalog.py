@@ -7,7 +7,9 @@
                                 tools with their TypeScript (`?query=` filters, `?page=` pages), and refresh,
                                 update and remove
     GET /connections            the visitor's connections (an OAuth one with its scopes, expiry, last refresh and
-                                health), the new-connection form and the connect-link form
+                                health), the new-connection form, the connect-link form and the OAuth client form
+                                (`?oauthClient=1&slug=..&clientId=..`: `oauth.clients.createHandoff`'s link, open
+                                and prefilled; its secret is typed there and posted to `/api/oauth/clients`)
     POST /connections/oauth     {owner, integration, template, name, client?, clientOwner?} -> {authorizationUrl}:
                                 a new OAuth connection's sign-in; without a client, one of the API's authorization
                                 server the visitor can use, else this server registers itself there
@@ -75,6 +77,9 @@ PREVIEW_TOOL_NAMES = 8
 _ELLIPSIS = "\u2026"
 RECONNECT_PATH = "/connections/reconnect"
 OAUTH_CONNECT_PATH = "/connections/oauth"
+# What `oauth.clients.createHandoff`'s link may prefill in the page's client form (never a secret), each bounded.
+CLIENT_FORM_FIELDS = ("owner", "slug", "grant", "clientId", "authorizationUrl", "tokenUrl", "resource")
+MAX_PREFILL = 2048
 
 
 class Described(Protocol):
@@ -478,6 +483,7 @@ class CatalogPages:
             ]
             refusal = admin_refusal(principal)
             wanted = request.args.get("integration")
+            prefill = {field: request.args.get(field, "")[:MAX_PREFILL] for field in CLIENT_FORM_FIELDS}
             rows = [connection_row(record) for record in connections]
             # Shown only when it names one of the visitor's connections: a link cannot make the page say more.
             created = request.args.get("created")
@@ -493,6 +499,8 @@ class CatalogPages:
                 created=created,
                 choices=connectable,
                 oauth_clients=oauth_clients,
+                client_form=prefill if clients is not None else None,
+                client_form_open=request.args.get("oauthClient") == "1",
                 selected=wanted if wanted in connectable else None,
                 org_refusal=refusal.message if refusal is not None else None,
                 handoffs=self._handoffs,

@@ -411,6 +411,16 @@ async def test_oauth_the_console_connects_a_new_oauth_connection_registering_a_c
     spec = orders_spec(api.url, "unused", "unused")
     del spec["components"], spec["security"]  # nothing in it says how to sign in: the API's metadata does
     await world.ok("POST", "/api/openapi/specs", {"spec": {"kind": "blob", "value": json.dumps(spec)}, "slug": "shop"})
+    # The org's client registered by hand for another API at the same server: Connect does not borrow it unasked.
+    other = {
+        "owner": "org",
+        "slug": "other-app",
+        "authorizationUrl": world.discovery["authorization_endpoint"],
+        "tokenUrl": world.discovery["token_endpoint"],
+        "clientId": "other-app",
+        "resource": api.url,
+    }
+    await world.ok("POST", "/api/oauth/clients", other)
     base = world.url
     async with chromium() as browser:
         page = await browser.new_page()
@@ -425,7 +435,7 @@ async def test_oauth_the_console_connects_a_new_oauth_connection_registering_a_c
         await signed_in_at_provider(world, page, "tools.shop.org.main")
     executed = await world.execute("return await tools.shop.org.main.orders.getOrder({ id: '7' });")
     assert executed["result"]["ok"] is True, executed
-    (client,) = await world.ok("GET", "/api/oauth/clients")
+    (client,) = [client for client in await world.ok("GET", "/api/oauth/clients") if client["slug"] != "other-app"]
     assert (client["owner"], client["origin"]["kind"], client["resource"]) == (
         "org",
         "dynamic_client_registration",
@@ -437,7 +447,7 @@ async def test_oauth_the_console_connects_a_new_oauth_connection_registering_a_c
     started = await world.http.post(base + "/connections/oauth", json=body, headers=bob.headers())
     assert started.status_code == 200, started.text
     assert parse_qs(urlsplit(started.json()["authorizationUrl"]).query)["client_id"] == [client["clientId"]]
-    assert await world.ok("GET", "/api/oauth/clients", auth=MEMBER) == [client]  # nothing registered for bob
+    assert len(await world.ok("GET", "/api/oauth/clients", auth=MEMBER)) == 2  # nothing registered for bob
     no_token = await world.http.post(base + "/connections/oauth", json=body, headers=bob.headers(csrf=False))
     assert no_token.status_code == 403
 
@@ -449,3 +459,54 @@ async def test_oauth_the_console_connects_a_new_oauth_connection_registering_a_c
     refused = await world.http.post(base + "/connections/oauth", json=body, headers=bob.headers())
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"].startswith("Register an OAuth client for this API first")
+
+
+async def test_oauth_a_client_handoff_link_opens_the_console_form_and_registers_the_client(world: World) -> None:
+    """A person opens `oauth.clients.createHandoff`'s link signed in to the console: the form is open and
+    prefilled; they type the secret the provider gave them and register; the client is listed (never its
+    secret) and a sign-in starts with it."""
+    registered = (
+        await world.http.post(
+            world.discovery["registration_endpoint"],
+            json={
+                "redirect_uris": [world.url + CALLBACK],
+                "client_name": "by hand",
+                "token_endpoint_auth_method": "client_secret_post",
+            },
+        )
+    ).json()
+    secret = registered["client_secret"]
+    query = urlencode(
+        {
+            "oauthClient": "1",
+            "integration": "orders",
+            "owner": "org",
+            "slug": "by-hand",
+            "clientId": registered["client_id"],
+            "authorizationUrl": world.discovery["authorization_endpoint"],
+            "tokenUrl": world.discovery["token_endpoint"],
+            "resource": world.api.url,
+        }
+    )
+    async with chromium() as browser:
+        page = await browser.new_page()
+        await sign_in(page, world.url, ALICE, then="/connections")
+        await page.navigate(f"{world.url}/connections?{query}")
+        await page.wait_for("document.readyState === 'complete' && !!document.querySelector('#new-oauth-client')")
+        assert await page.evaluate("document.querySelector('#oauth-client-box').open") is True
+        assert await page.evaluate("document.querySelector('#client-id').value") == registered["client_id"]
+        await page.evaluate(f"document.querySelector('#client-secret').value = {secret!r}")
+        await page.evaluate("document.querySelector('#new-oauth-client button[type=submit]').click()")
+        await page.wait_for("document.querySelector('#status').classList.contains('done')")
+        assert "by-hand" in await page.evaluate("document.querySelector('#status').textContent")
+        assert await page.evaluate("document.querySelector('#client-secret').value") == ""
+        assert secret not in await page.evaluate("document.documentElement.outerHTML")
+        assert csp_violations(page) == []
+    (listed,) = await world.ok("GET", "/api/oauth/clients")
+    assert (listed["slug"], listed["owner"], listed["clientId"]) == ("by-hand", "org", registered["client_id"])
+    assert secret not in json.dumps(listed)
+    started = await world.ok("POST", "/api/oauth/start", {**(await world.start_body("by-hand")), "name": "byhand"})
+    assert parse_qs(urlsplit(started["authorizationUrl"]).query)["client_id"] == [registered["client_id"]]
+    landed = await world.provider.sign_in(started["authorizationUrl"], "alice@acme.test")
+    connection = await world.ok("POST", "/api/oauth/complete", query_of(landed))
+    assert connection["address"] == "tools.orders.org.byhand"

@@ -36,6 +36,7 @@ GATED = {
 }
 UNGATED = {
     "executor.coreTools.oauth.clients.list",
+    "executor.coreTools.oauth.clients.createHandoff",
     "executor.coreTools.oauth.probe",
     "executor.coreTools.oauth.cancel",
 }
@@ -137,7 +138,6 @@ async def test_oauth_core_tools_are_listed_with_their_approval_annotations(world
     )
     paths = {item["path"] for item in found["result"]["items"]}
     assert paths >= GATED | UNGATED
-    assert "executor.coreTools.oauth.clients.createHandoff" not in paths  # left out: no page takes a client
     for path in sorted(GATED | UNGATED):
         verdict = await world.ok("GET", f"/api/policies/evaluate?path={path}", auth=MEMBER)
         assert verdict["action"] == ("require_approval" if path in GATED else "approve"), verdict
@@ -281,3 +281,38 @@ async def test_oauth_clients_remove_leaves_nothing_to_start_with(world: World) -
     # A member may not remove the org's client, and is told so before any approval.
     refused = await world.tool("clients.remove", {"owner": "org", "slug": client}, MEMBER)
     assert refused["error"]["code"] == "forbidden"
+
+
+async def test_oauth_a_client_handoff_links_to_the_console_form_prefilled_and_grants_nothing(world: World) -> None:
+    """The agent asks for a link where a person registers a confidential client: the integration's OAuth
+    endpoints come prefilled, the link holds no secret and no token, and nothing is registered by asking."""
+    handoff = await world.data(
+        "clients.createHandoff", {"integration": "orders", "slug": "orders-app", "clientId": "from-provider"}, MEMBER
+    )
+    url = urlsplit(handoff["url"])
+    assert f"{url.scheme}://{url.netloc}" == world.url
+    assert url.path == "/connections"
+    assert {name: values[0] for name, values in parse_qs(url.query).items()} == {
+        "oauthClient": "1",
+        "integration": "orders",
+        "owner": "org",
+        "grant": "authorization_code",
+        "slug": "orders-app",
+        "clientId": "from-provider",
+        "authorizationUrl": world.discovery["authorization_endpoint"],
+        "tokenUrl": world.discovery["token_endpoint"],
+    }
+    assert "secret" in handoff["instructions"]
+    assert "oauth.start" in handoff["instructions"]
+    assert await world.data("clients.list", {}) == {"clients": []}
+    refusals = [
+        ({"integration": "nothing"}, "integration_not_found"),
+        ({"integration": "orders", "owner": "team"}, "invalid_input"),
+        ({"integration": "orders", "tokenUrl": "http://example.com/token"}, "invalid_input"),
+        ({"integration": "orders", "slug": "not a slug"}, "invalid_input"),
+        ({"integration": "orders", "clientSecret": "s3cret"}, "invalid_input"),
+    ]
+    for args, code in refusals:
+        answered = await world.tool("clients.createHandoff", args)
+        assert answered["ok"] is False, (args, answered)
+        assert answered["error"]["code"] == code, (args, answered)

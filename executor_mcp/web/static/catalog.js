@@ -211,6 +211,30 @@
     say(status, answer.ok ? "The server answered no sign-in address." : errorText(answer.data), "error");
   }
 
+  // A client registered by hand (the form `oauth.clients.createHandoff` links to): its secret, if any, goes in
+  // the body to the API and the field is emptied whatever the answer.
+  function newOAuthClient(form, status) {
+    onSubmit(form, async () => {
+      const body = { owner: form.elements.owner.value, grant: form.elements.grant.value };
+      for (const field of ["slug", "clientId", "authorizationUrl", "tokenUrl", "resource"]) {
+        const value = form.elements[field].value.trim();
+        if (value) body[field] = value;
+      }
+      const secret = form.elements.clientSecret.value;
+      if (secret) body.clientSecret = secret;
+      say(status, "Registering the OAuth client\u2026");
+      let answer;
+      try {
+        answer = await api("POST", "/api/oauth/clients", body);
+      } finally {
+        form.elements.clientSecret.value = "";
+        delete body.clientSecret;
+      }
+      if (!answer.ok) return say(status, errorText(answer.data), "error");
+      say(status, `Registered the OAuth client ${answer.data.client} (${body.owner}).`, "done");
+    });
+  }
+
   function newLink(form, choices, status) {
     const templateOf = choosing(form, choices, () => {});
     const box = $("link-box");
@@ -534,6 +558,7 @@
     const choices = JSON.parse(data.textContent);
     const clients = $("oauth-clients") ? JSON.parse($("oauth-clients").textContent) : [];
     if ($("new-connection")) newConnection($("new-connection"), choices, clients, status);
+    if ($("new-oauth-client")) newOAuthClient($("new-oauth-client"), status);
     if ($("new-link")) newLink($("new-link"), choices, status);
   });
 })();
