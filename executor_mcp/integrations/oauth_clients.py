@@ -202,15 +202,25 @@ class OAuthClients:
             origin_integration=optional_text(values, "originIntegration", 64),
             issuer=_endpoint(values, "issuer", required=False),
         )
-        await self._store.put_client(record)
+        await self._keep(record)
         return record
 
     async def _check_room(self, principal: Principal, owner: str, slug: str) -> None:
-        """`InvalidInput` when the owner already holds its cap of clients and `slug` would be one more."""
+        """`InvalidInput` when the owner already holds its cap of clients and `slug` would be one more: before
+        anything is sealed or registered (`_keep` enforces the cap, atomically, when it writes)."""
         clients = await self._store.clients(org_of(principal), principal.account_id)
         held = {record.slug for record in clients if record.owner == owner}
         if slug not in held and len(held) >= MAX_CLIENTS_PER_OWNER:
-            raise InvalidInput(f"The {owner} holds {MAX_CLIENTS_PER_OWNER} OAuth clients already: remove one first")
+            raise InvalidInput(_full(owner))
+
+    async def _keep(self, record: OAuthClientRecord) -> None:
+        """Write the client within its owner's cap (another request, or instance, may have filled it since the
+        check): past it, its sealed secret is removed again and the caller hears why."""
+        if not await self._store.put_client(record, MAX_CLIENTS_PER_OWNER):
+            if record.secret_item:
+                partition = SecretPartition(record.org_id, record.account_id)
+                await self._secrets.default_writable.delete(partition, [record.secret_item])
+            raise InvalidInput(_full(record.owner))
 
     async def summaries(self, principal: Principal) -> list[JsonObject]:
         org = principal.org_id
@@ -339,7 +349,7 @@ class OAuthClients:
                 await self._check_room(principal, owner, wanted.slug)
                 if endpoint is not None:
                     wanted = await self._register(wanted, endpoint, values)
-                await self._store.put_client(wanted)
+                await self._keep(wanted)
                 return wanted
         finally:
             if not lock.locked() and lock.statistics().tasks_waiting == 0:
@@ -393,3 +403,7 @@ def _dynamic_slug(wanted: OAuthClientRecord) -> str:
     key = f"{issuer}\n{wanted.resource or ''}\n{wanted.origin_redirect_uri}\n{wanted.token_url}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{'cimd' if wanted.origin == METADATA_DOCUMENT else 'dcr'}-{host}-{digest}"
+
+
+def _full(owner: str) -> str:
+    return f"The {owner} holds {MAX_CLIENTS_PER_OWNER} OAuth clients already: remove one first"

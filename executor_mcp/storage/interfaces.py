@@ -434,9 +434,12 @@ class OAuthStore(Transferable, Protocol):
     started again. A record holding a NUL in any text is `InvalidInput` on every backend (PostgreSQL's `jsonb`
     holds none), so what one backend stores, the other can."""
 
-    async def put_client(self, record: OAuthClientRecord) -> None:
+    async def put_client(self, record: OAuthClientRecord, max_per_owner: int | None = None) -> bool:
         """Create or replace the client keyed (org, owner, account, slug). `InvalidInput` for an owner and account
-        that do not fit together (`ORG_OWNER` with an account, `USER_OWNER` without one, another owner)."""
+        that do not fit together (`ORG_OWNER` with an account, `USER_OWNER` without one, another owner). With
+        `max_per_owner`, a new slug is kept only while its owner (org, owner, account) holds fewer clients: False,
+        and nothing written, past that (a replacement always fits); two processes putting at once never leave
+        more."""
 
     async def get_client(self, org_id: str, owner: str, account_id: str, slug: str) -> OAuthClientRecord | None:
         """One client; for `ORG_OWNER` the account is ignored. None when there is none or it is unreadable."""

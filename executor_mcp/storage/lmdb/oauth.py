@@ -36,11 +36,21 @@ class LmdbOAuth:
 
     # -- clients ------------------------------------------------------------------------------------
 
-    async def put_client(self, record: OAuthClientRecord) -> None:
+    async def put_client(self, record: OAuthClientRecord, max_per_owner: int | None = None) -> bool:
         check_client(record)
         check_text(record)
         key = keys.writable(client_key(*client_identity(record)))
-        await self._env.write(lambda txn: txn.put(key, encode(record), db=self._clients))
+        owner = keys.prefix(record.org_id, record.owner, record.account_id)
+
+        def _put(txn: Txn) -> bool:
+            if max_per_owner is not None and txn.get(key, db=self._clients) is None:
+                held = sum(1 for _ in keys.ranged(txn, self._clients, owner))
+                if held >= max_per_owner:
+                    return False
+            txn.put(key, encode(record), db=self._clients)
+            return True
+
+        return await self._env.write(_put)
 
     async def get_client(self, org_id: str, owner: str, account_id: str, slug: str) -> OAuthClientRecord | None:
         key = client_key(org_id, owner, account_id, slug)

@@ -73,14 +73,30 @@ class PgOAuth:
 
     # -- clients ------------------------------------------------------------------------------------
 
-    async def put_client(self, record: OAuthClientRecord) -> None:
+    async def put_client(self, record: OAuthClientRecord, max_per_owner: int | None = None) -> bool:
+        """With a cap, under a transaction-scoped advisory lock on the owner (as `put_flow`'s on an account): every
+        capped put of that owner waits for the one before it to commit, then counts what it wrote."""
         check_client(record)
-        writable(*client_identity(record))
+        identity = client_identity(record)
+        writable(*identity)
         check_text(record)
         raw = encode(record).decode()
-        await self._database.transact(
-            lambda connection: _insert_clients(connection, [(*client_identity(record), raw)], replace=True)
-        )
+
+        def _put(connection: psycopg.Connection[Any]) -> bool:
+            if max_per_owner is not None:
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(*identity[:3], purpose=b"clients"),))
+                row = connection.execute(
+                    "SELECT count(*), count(*) FILTER (WHERE slug = %s) FROM oauth_clients"
+                    " WHERE org_id = %s AND owner = %s AND account_id = %s",
+                    (identity[3], *identity[:3]),
+                ).fetchone()
+                assert row is not None  # count(*) always answers
+                if row[1] == 0 and row[0] >= max_per_owner:
+                    return False
+            _insert_clients(connection, [(*identity, raw)], replace=True)
+            return True
+
+        return await self._database.transact(_put)
 
     async def get_client(self, org_id: str, owner: str, account_id: str, slug: str) -> OAuthClientRecord | None:
         key = _client_key(org_id, owner, account_id, slug)
@@ -264,8 +280,8 @@ def _client(raw: str, key: ClientKey) -> OAuthClientRecord | None:
     return record if record is not None and client_identity(record) == key else None
 
 
-def _lock_key(org_id: str, account_id: str) -> int:
-    """The account's advisory lock, a signed 64-bit digest of (org, account) as LMDB keys them. Two accounts
-    that share a key only wait for each other's puts."""
-    digest = hashlib.sha256(b"executor-mcp oauth flows\x00" + keys.key(org_id, account_id)).digest()
+def _lock_key(*parts: str, purpose: bytes = b"flows") -> int:
+    """An advisory lock's key, a signed 64-bit digest of `parts` as LMDB keys them (an account's flows, an
+    owner's clients). Two that share a key only wait for each other's puts."""
+    digest = hashlib.sha256(b"executor-mcp oauth " + purpose + b"\x00" + keys.key(*parts)).digest()
     return int.from_bytes(digest[:8], "big", signed=True)

@@ -126,6 +126,18 @@ async def test_a_client_is_put_read_replaced_and_removed(oauth: OAuthStore) -> N
     assert await oauth.clients("acme", "alice") == []
 
 
+async def test_a_capped_put_keeps_an_owner_within_its_cap_and_always_replaces(oauth: OAuthStore) -> None:
+    for n in range(CAP):
+        assert await oauth.put_client(client(f"c{n}"), CAP)
+    assert not await oauth.put_client(client("one-more"), CAP)
+    assert await oauth.get_client("acme", "org", "", "one-more") is None
+    assert await oauth.put_client(client("c0", client_id="replaced"), CAP)  # a replacement is not one more
+    assert await oauth.put_client(client("mine", "user", "alice"), CAP)  # an account's own are counted apart
+    assert await oauth.put_client(client("c0", org="other"), CAP)  # and another org's
+    assert await oauth.put_client(client("uncapped"))  # without a cap, as before
+    assert len([record for record in await oauth.clients("acme", "") if record.owner == "org"]) == CAP + 1
+
+
 async def test_an_account_lists_its_orgs_clients_and_its_own_sorted(oauth: OAuthStore) -> None:
     mine = [client("zeta", "user", "alice"), client("alpha", "user", "alice")]
     theirs = client("alpha", "user", "bob")
@@ -436,3 +448,21 @@ async def test_concurrent_refresh_claims_through_two_planes_have_one_holder_at_a
                 nursery.start_soon(refresh, plane, f"holder-{n}")
         assert sum(held.values()) >= 1
         assert await second.oauth.claim_refresh(CONNECTION, "last", 1000.0, 1.0)
+
+
+async def test_concurrent_capped_puts_of_one_owners_clients_through_two_planes_keep_its_cap(
+    open_plane: Callable[[], Awaitable[ControlPlane]], backend: str
+) -> None:
+    async with two_planes(open_plane, backend) as (first, second):
+        kept: list[str] = []
+
+        async def put(plane: ControlPlane, name: str) -> None:
+            for n in range(EACH):
+                if await plane.oauth.put_client(client(f"{name}-{n:03}"), CAP):
+                    kept.append(f"{name}-{n:03}")
+
+        async with trio.open_nursery() as nursery:
+            for name, plane in (("a", first), ("b", second), ("c", first), ("d", second)):
+                nursery.start_soon(put, plane, name)
+        assert len(kept) == CAP
+        assert sorted(record.slug for record in await first.oauth.clients("acme", "")) == sorted(kept)
