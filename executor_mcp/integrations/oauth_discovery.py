@@ -26,6 +26,7 @@ from executor_mcp.oauth.metadata import (
     AuthorizationServer,
     MetadataError,
     ProtectedResource,
+    advertised_scopes,
     authorization_server_urls,
     endpoint_problem,
     parse_authorization_server,
@@ -94,8 +95,7 @@ def discovered_method(found: Found) -> AuthMethod:
     if found.discovery_url is not None:
         oauth["discoveryUrl"] = found.discovery_url
     else:
-        scopes = resource.scopes_supported if resource is not None else None
-        oauth["scopes"] = list(scopes if scopes is not None else server.scopes_supported or ())
+        oauth["scopes"] = list(advertised_scopes(resource, server))
     return AuthMethod(DISCOVERED_METHOD, "oauth2", DISCOVERED_LABEL, oauth=oauth)
 
 

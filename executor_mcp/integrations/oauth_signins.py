@@ -42,7 +42,7 @@ from executor_mcp.oauth.grants import (
     refresh_form,
     token_request,
 )
-from executor_mcp.oauth.metadata import endpoint_problem, origin_of
+from executor_mcp.oauth.metadata import advertised_scopes, endpoint_problem, origin_of
 from executor_mcp.oauth.pkce import challenge, new_state, new_verifier, state_digest
 from executor_mcp.oauth.registration import metadata_document
 from executor_mcp.outbound.client import Outbound
@@ -287,7 +287,6 @@ class OAuthSignIns:
             server.registration_endpoint is None and not server.metadata_documents
         ):
             raise OAuthStartFailed(f"{NO_CLIENT} (its authorization server lets no client register itself)")
-        scopes = resource.scopes_supported if resource is not None else None
         registration = {
             "owner": owner,
             "issuer": server.issuer,
@@ -295,7 +294,7 @@ class OAuthSignIns:
             "authorizationUrl": server.authorization_endpoint,
             "tokenUrl": server.token_endpoint,
             "resource": wanted_resource if isinstance(wanted_resource, str) else None,
-            "scopes": list(scopes if scopes is not None else server.scopes_supported or ())[:100],
+            "scopes": list(advertised_scopes(resource, server))[:100],
             "tokenEndpointAuthMethodsSupported": list(server.token_auth_methods or ()),
             "clientIdMetadataDocumentSupported": server.metadata_documents,
             "originIntegration": integration.slug,
@@ -407,9 +406,7 @@ class OAuthSignIns:
             resource, server = await self._clients.probe(url)
         except IntegrationError as exc:
             raise OAuthStartFailed(f"Failed to discover OAuth scopes: {exc.message}") from None
-        if resource is not None and resource.scopes_supported is not None:
-            return resource.scopes_supported
-        return server.scopes_supported or ()
+        return advertised_scopes(resource, server)
 
     async def _exchange(self, client: OAuthClientRecord, form: dict[str, str], *, start: bool) -> Tokens:
         failed = OAuthStartFailed if start else OAuthCompleteFailed

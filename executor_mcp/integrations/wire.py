@@ -6,7 +6,7 @@ import urllib.parse
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.openapi.auth import describe_methods
 from executor_mcp.integrations.views import ToolEntry
-from executor_mcp.oauth.metadata import AuthorizationServer, ProtectedResource
+from executor_mcp.oauth.metadata import AuthorizationServer, ProtectedResource, advertised_scopes
 from executor_mcp.records.integrations import (
     BUILT_IN,
     BUILT_IN_DESCRIPTION,
@@ -107,13 +107,12 @@ def tool_row(entry: ToolEntry, *, annotations: bool = False) -> JsonObject:
 def probe_json(resource: ProtectedResource | None, server: AuthorizationServer) -> JsonObject:
     """Where an API signs in (upstream's `ProbeResult`), as `POST /api/oauth/probe` and `oauth.probe` answer it:
     the protected resource's scopes when it names them (even none), else its authorization server's."""
-    scopes = resource.scopes_supported if resource is not None else None
     return {
         "issuer": server.issuer,
         "authorizationUrl": server.authorization_endpoint,
         "tokenUrl": server.token_endpoint,
         "resource": resource.resource if resource is not None else None,
-        "scopesSupported": list(scopes if scopes is not None else server.scopes_supported or ()),
+        "scopesSupported": list(advertised_scopes(resource, server)),
         "registrationEndpoint": server.registration_endpoint,
         "tokenEndpointAuthMethodsSupported": list(server.token_auth_methods or ()),
         "clientIdMetadataDocumentSupported": server.metadata_documents,

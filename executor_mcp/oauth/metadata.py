@@ -204,6 +204,14 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def advertised_scopes(resource: ProtectedResource | None, server: AuthorizationServer) -> tuple[str, ...]:
+    """The scopes an API asks for: its protected-resource metadata's `scopes_supported`, authoritative even when
+    empty, else its authorization server's (the MCP authorization spec's order)."""
+    if resource is not None and resource.scopes_supported is not None:
+        return resource.scopes_supported
+    return server.scopes_supported or ()
+
+
 def supported_scopes(requested: Sequence[str], supported: Sequence[str] | None) -> tuple[str, ...]:
     """The requested scopes the server says it supports (all of them when it says nothing)."""
     if supported is None:

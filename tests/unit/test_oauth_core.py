@@ -28,7 +28,10 @@ from executor_mcp.oauth.grants import (
 )
 from executor_mcp.oauth.identity import IdentityRefused, identity_of, verify_id_token
 from executor_mcp.oauth.metadata import (
+    AuthorizationServer,
     MetadataError,
+    ProtectedResource,
+    advertised_scopes,
     authorization_server_urls,
     endpoint_problem,
     parse_authorization_server,
@@ -156,6 +159,15 @@ def test_oauth_protected_resource_metadata_names_its_servers() -> None:
         )
     assert supported_scopes(["a", "b", "a"], None) == ("a", "b")
     assert supported_scopes(["a", "b"], ["b", "c"]) == ("b",)
+
+
+def test_oauth_an_apis_own_scopes_outrank_its_servers_even_when_empty() -> None:
+    server = AuthorizationServer("https://as.example", "https://as.example/token", scopes_supported=("openid", "x"))
+    assert advertised_scopes(None, server) == ("openid", "x")
+    assert advertised_scopes(ProtectedResource("https://api.example", (), None), server) == ("openid", "x")
+    assert advertised_scopes(ProtectedResource("https://api.example", (), ("read",)), server) == ("read",)
+    assert advertised_scopes(ProtectedResource("https://api.example", (), ()), server) == ()
+    assert advertised_scopes(None, AuthorizationServer("https://as.example", "https://as.example/token")) == ()
 
 
 # -- the authorization request and the token endpoint --------------------------------------------------
