@@ -107,8 +107,9 @@ class RealmLimits:
 class Realm:
     """A fresh QuickJS context for one execution, with its prelude loaded or still to load.
 
-    Loading the prelude yields its clock (the function that seeds `Math.random`, opens and closes a step's
-    clock readings): the worker holds it, and no global does, so the agent's code cannot reach it.
+    Loading the prelude yields its control function (seeds `Math.random`, opens and closes a step's clock
+    readings, takes the modules compiled on first use): the worker holds it, and no global does, so the
+    agent's code cannot reach it.
     """
 
     def __init__(self, limits: RealmLimits) -> None:
@@ -116,16 +117,19 @@ class Realm:
         self.context = quickjs.Context()
         self.context.set_memory_limit(limits.memory)
         self.context.set_max_stack_size(limits.stack)
-        self._clock: Any = None
+        self._control: Any = None
 
     def load(self) -> None:
-        if self._clock is None:
-            source = prelude(max_timers=self.limits.max_timers, max_tool_calls=self.limits.max_tool_calls)
-            self._clock = self.context.eval(source)
+        if self._control is None:
+            loaded = prelude(max_timers=self.limits.max_timers, max_tool_calls=self.limits.max_tool_calls)
+            control = self.context.eval(loaded.core)
+            for name, source in loaded.modules:
+                control("module", name, source)
+            self._control = control
 
     def clock(self, op: str, text: str = "") -> Any:
         self.load()
-        return self._clock(op, text)
+        return self._control(op, text)
 
     @classmethod
     def ready(cls, limits: RealmLimits) -> "Realm | None":
