@@ -76,6 +76,46 @@ class Listed:
     meta: SessionMeta | None
 
 
+@attrs.define
+class _NewSession:
+    """A new session's two writes, its file and its directory entry, made at once rather than one after the
+    other: neither needs the other, and a crash between them leaves what start-up recovery already removes
+    (a file without an entry, or an entry without a file; the file itself appears only whole). Each write
+    keeps its own failure, so the caller gets the error itself, not a group, and undoes what was made."""
+
+    path: Path
+    control: ControlPlane
+    file: SessionFile | None = None
+    entered: bool = False
+    failure: Exception | None = None
+
+    async def write(self, record: SessionRecord, meta: SessionMeta, first_request: bytes) -> SessionFile:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._make_file, meta, first_request)
+            nursery.start_soon(self._enter, record)
+        if self.failure is None and self.file is not None:
+            return self.file
+        if self.file is not None:
+            await self.file.close()
+            await trio.to_thread.run_sync(SessionFile.wipe, self.path)
+        if self.entered:
+            await self.control.sessions.delete_session(record.session_id)
+        raise self.failure or RuntimeError("a new session's file was not made")
+
+    async def _make_file(self, meta: SessionMeta, first_request: bytes) -> None:
+        try:
+            self.file = await SessionFile.create(self.path, meta, first_request)
+        except Exception as exc:
+            self.failure = self.failure or exc
+
+    async def _enter(self, record: SessionRecord) -> None:
+        try:
+            await self.control.sessions.put_session(record)
+            self.entered = True
+        except Exception as exc:
+            self.failure = self.failure or exc
+
+
 class SessionManager:
     def __init__(
         self,
@@ -187,18 +227,11 @@ class SessionManager:
         # Known (restoring) before anything is written, so a shutdown meanwhile ends it like any other.
         session = self._sessions[session_id] = Session(session_id)
         session.lifecycle.fire(Event.RESTORE)
-        # Shielded: a client that hangs up mid-initialize must not leave an environment open. The file
-        # comes first, whole, so a directory entry never points at a session with no (or half a) file.
+        # Shielded: a client that hangs up mid-initialize must not leave an environment open.
         record = SessionRecord(session_id, owner, resource, created_at=now, last_activity_at=now, workspace=workspace)
         with trio.CancelScope(shield=True):
             try:
-                file = await SessionFile.create(self._path(session_id), meta, first_request)
-                try:
-                    await self._control.sessions.put_session(record)
-                except BaseException:
-                    await file.close()
-                    await trio.to_thread.run_sync(SessionFile.wipe, self._path(session_id))
-                    raise
+                file = await _NewSession(self._path(session_id), self._control).write(record, meta, first_request)
             except BaseException:
                 del self._sessions[session_id]
                 session.stopped.set()
