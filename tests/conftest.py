@@ -1,5 +1,6 @@
 """Shared fixtures: a real server on 127.0.0.1:0 over real LMDB files in a temp dir."""
 
+import gc
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
@@ -23,6 +24,14 @@ from executor_mcp.toolserver.registry import ToolFactory
 from tests.auth_support import SECRET as AUTH_SECRET
 from tests.postgres import PostgresServer, postgres_server
 from tests.sdk import connect
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A full collection as each test file ends: a socket or stream left unclosed in a reference cycle is then
+    reported in the file that leaked it, not in whichever later test the collector happened to run in."""
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
 
 
 @attrs.define
