@@ -24,6 +24,9 @@ from executor_mcp.transport.sse import (
 
 KEEPALIVE_SECONDS = 25.0
 LISTEN_MAX_AGE = 30 * 60.0
+# How long a POST stream's first events (its priming event) wait for what follows them: most calls answer
+# within it, and their head, priming event, answer and end then go out as one write, not two.
+PRIMING_HOLD_SECONDS = 0.05
 
 
 async def stream_events(session: Session, stream: Stream, calls: list[Call]):
@@ -32,6 +35,9 @@ async def stream_events(session: Session, stream: Stream, calls: list[Call]):
     cursor, complete = 0, False
     try:
         while events := await stream.read(cursor):
+            if cursor == 0 and not stream.finished:
+                with trio.move_on_after(PRIMING_HOLD_SECONDS):
+                    events += await stream.read(events[-1].seq)
             cursor = events[-1].seq
             frames = b"".join(message_event(event.payload, event_id(stream.id, event.seq)) for event in events)
             if stream.finished:  # nothing more will come: these end the body
