@@ -37,7 +37,10 @@ async def stream_events(session: Session, stream: Stream, calls: list[Call]):
         while events := await stream.read(cursor):
             if cursor == 0 and not stream.finished:
                 with trio.move_on_after(PRIMING_HOLD_SECONDS):
-                    events += await stream.read(events[-1].seq)
+                    await stream.read(events[-1].seq)
+                # Read again, without a checkpoint before `finished` is looked at: an answer may have come
+                # between the hold's timeout and this task running again.
+                events = await stream.read(cursor)
             cursor = events[-1].seq
             frames = b"".join(message_event(event.payload, event_id(stream.id, event.seq)) for event in events)
             if stream.finished:  # nothing more will come: these end the body
