@@ -48,8 +48,9 @@ async def test_a_tool_call_stream_ends_in_the_write_that_carries_its_answer(
     session_id = await open_session(http, server.url)
     port = int(server.running.url.rsplit(":", 1)[1])
     stream = await trio.open_tcp_stream("127.0.0.1", port)
+    whole = 0
     async with stream:
-        for _ in range(2):  # and the connection serves the next call
+        for _ in range(5):  # and the connection serves the next call
             await stream.send_all(_request(port, EXECUTE, session_id))
             reads = await _reads_until(stream, b"\r\n0\r\n\r\n")
             answering = [chunk for chunk in reads if b'"id":7' in chunk]
@@ -58,7 +59,8 @@ async def test_a_tool_call_stream_ends_in_the_write_that_carries_its_answer(
             assert b'"text":"42"' in answering[0]
             assert reads[0].startswith(b"HTTP/1.1 200")
             assert b"data: \n\n" in reads[0]  # the head came with the priming event
-            assert b'"id":7' in reads[0]  # and, the call being quick, with the answer: one write in all
+            whole += b'"id":7' in reads[0]  # and, the call answering within the hold, with the answer
+    assert whole > 0  # one write in all (not for every call: a loaded machine may take longer than the hold)
 
 
 async def test_a_call_slower_than_the_priming_hold_is_primed_before_it_answers(
