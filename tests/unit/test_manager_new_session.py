@@ -44,7 +44,7 @@ async def test_a_session_whose_file_cannot_be_made_leaves_no_directory_entry(
 ) -> None:
     manager = await _manager(nursery, control, tmp_path)
     (tmp_path / SESSIONS_DIR).write_text("not a directory")  # the file's write fails for real
-    with pytest.raises(OSError):  # the error itself, not a group of the two writes
+    with pytest.raises(FileExistsError):  # the error itself, not a group of the two writes
         await manager.create(ACME, "/mcp", PARAMS, "2025-06-18", b"{}")
     assert await control.sessions.owner_sessions(ACME) == []
     assert manager.state_counts().total() == 0
