@@ -6,45 +6,23 @@ from pathlib import Path
 
 import trio
 
-from executor_mcp.app import idle_policy
-from executor_mcp.config import Settings
 from executor_mcp.protocol.mcp import Implementation, InitializeParams
 from executor_mcp.sessions.ids import new_session_id
 from executor_mcp.sessions.lifecycle import State
-from executor_mcp.sessions.manager import ADMIN_POLL, SessionManager
+from executor_mcp.sessions.manager import ADMIN_POLL
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import Owner, SessionMeta, SessionRecord
-from executor_mcp.toolserver.registry import ToolRegistry
+from executor_mcp.storage.records import Owner, SessionRecord
+from tests.session_managers import start_manager
 
 PARAMS = InitializeParams("2025-06-18", {"elicitation": {}}, Implementation("client", "1.0"))
 ACME, OTHER = Owner("alice", "acme"), Owner("bob", "other")
 BOUND = 3 * ADMIN_POLL  # a poll, and room for a loaded machine
 
 
-def _tools(_: SessionMeta) -> ToolRegistry:
-    return ToolRegistry()
-
-
-async def _start(nursery: trio.Nursery, control: ControlPlane, data_dir: Path, instance: str) -> SessionManager:
-    """One instance's manager: its own data dir (its session files), the shared control plane."""
-    settings = Settings()
-    manager = SessionManager(
-        control,
-        data_dir,
-        _tools,
-        idle=idle_policy(settings),
-        max_sessions_per_user=settings.max_sessions_per_user,
-        retention=settings.session_retention,
-        instance=instance,
-    )
-    await nursery.start(manager.run)
-    return manager
-
-
 async def test_a_termination_is_taken_by_the_sessions_home_only(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    home = await _start(nursery, control, tmp_path / "a", "a")
+    home = await start_manager(nursery, control, tmp_path / "a", "a")
     session = await home.create(ACME, "/mcp", PARAMS, "2025-06-18", b"{}")
     elsewhere = new_session_id("b")  # a session of instance b, which is not running
     await control.sessions.put_session(SessionRecord(elsewhere, ACME, "/mcp", created_at=1.0, last_activity_at=1.0))
@@ -61,8 +39,8 @@ async def test_a_termination_is_taken_by_the_sessions_home_only(
 async def test_a_revocation_condemns_the_orgs_live_sessions_on_every_instance(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    first = await _start(nursery, control, tmp_path / "a", "a")
-    second = await _start(nursery, control, tmp_path / "b", "b")
+    first = await start_manager(nursery, control, tmp_path / "a", "a")
+    second = await start_manager(nursery, control, tmp_path / "b", "b")
     revoked = [await first.create(ACME, "/mcp", PARAMS, "2025-06-18", b"{}") for _ in range(2)]
     revoked.append(await second.create(ACME, "/mcp", PARAMS, "2025-06-18", b"{}"))
     kept = [await manager.create(OTHER, "/mcp", PARAMS, "2025-06-18", b"{}") for manager in (first, second)]
@@ -79,7 +57,7 @@ async def test_a_revocation_condemns_the_orgs_live_sessions_on_every_instance(
 async def test_an_instance_less_server_takes_every_request(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    manager = await _start(nursery, control, tmp_path, "")
+    manager = await start_manager(nursery, control, tmp_path, "")
     session = await manager.create(OTHER, "/mcp", PARAMS, "2025-06-18", b"{}")
     stray = secrets.token_hex(32)  # a bare id with no file here: taken, and nothing to end
     await control.sessions.put_session(SessionRecord(stray, OTHER, "/mcp", created_at=1.0, last_activity_at=1.0))

@@ -7,42 +7,21 @@ from pathlib import Path
 import pytest
 import trio
 
-from executor_mcp.app import idle_policy
-from executor_mcp.config import Settings
 from executor_mcp.protocol.mcp import Implementation, InitializeParams
-from executor_mcp.sessions.manager import SESSIONS_DIR, SessionManager
+from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import Owner, SessionMeta
+from executor_mcp.storage.records import Owner
 from executor_mcp.storage.session_file import SessionFile
-from executor_mcp.toolserver.registry import ToolRegistry
+from tests.session_managers import start_manager
 
 PARAMS = InitializeParams("2025-06-18", {}, Implementation("client", "1.0"))
 ACME = Owner("alice", "acme")
 
 
-def _tools(_: SessionMeta) -> ToolRegistry:
-    return ToolRegistry()
-
-
-async def _manager(nursery: trio.Nursery, control: ControlPlane, data_dir: Path) -> SessionManager:
-    settings = Settings()
-    manager = SessionManager(
-        control,
-        data_dir,
-        _tools,
-        idle=idle_policy(settings),
-        max_sessions_per_user=settings.max_sessions_per_user,
-        retention=settings.session_retention,
-        instance="a",
-    )
-    await nursery.start(manager.run)
-    return manager
-
-
 async def test_a_session_whose_file_cannot_be_made_leaves_no_directory_entry(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    manager = await _manager(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     (tmp_path / SESSIONS_DIR).write_text("not a directory")  # the file's write fails for real
     with pytest.raises(FileExistsError):  # the error itself, not a group of the two writes
         await manager.create(ACME, "/mcp", PARAMS, "2025-06-18", b"{}")
@@ -53,7 +32,7 @@ async def test_a_session_whose_file_cannot_be_made_leaves_no_directory_entry(
 async def test_a_session_made_whole_has_both_its_file_and_its_entry(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    manager = await _manager(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     session = await manager.create(ACME, "/mcp", PARAMS, "2025-06-18", b"{}")
     assert [record.session_id for record in await control.sessions.owner_sessions(ACME)] == [session.id]
     assert SessionFile.path_for(tmp_path / SESSIONS_DIR, session.id).is_file()

@@ -6,15 +6,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from executor_mcp.app import idle_policy
-from executor_mcp.config import Settings
 from executor_mcp.protocol.errors import Refusal, Refused
 from executor_mcp.protocol.mcp import Implementation, InitializeParams
 from executor_mcp.sessions.lifecycle import State, listed_state
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
-from executor_mcp.toolserver.registry import ToolRegistry
+from tests.session_managers import start_manager
 
 ALICE = Owner("alice", "acme")
 PARAMS = InitializeParams("2025-06-18", {}, Implementation("inspector", "2.1"))
@@ -36,21 +34,6 @@ def test_the_listed_state_of_a_stored_session(handle: State | None, condemned: b
     assert listed_state(handle, condemned) is shown
 
 
-async def _start(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path) -> SessionManager:
-    settings = Settings()
-    manager = SessionManager(
-        control,
-        tmp_path,
-        lambda meta: ToolRegistry(),
-        idle=idle_policy(settings),
-        max_sessions_per_user=settings.max_sessions_per_user,
-        retention=settings.session_retention,
-        instance="",
-    )
-    await nursery.start(manager.run)
-    return manager
-
-
 async def _open(manager: SessionManager, owner: Owner, mode: str = "model") -> str:
     session = await manager.create(owner, "/mcp", PARAMS, "2025-06-18", b"{}", elicitation_mode=mode)
     return session.id
@@ -59,13 +42,13 @@ async def _open(manager: SessionManager, owner: Owner, mode: str = "model") -> s
 async def test_an_owner_sees_only_its_sessions_with_their_state_and_client(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    first = await _start(nursery, control, tmp_path)
+    first = await start_manager(nursery, control, tmp_path)
     kept = await _open(first, ALICE, mode="browser")
     live = await _open(first, ALICE)
     condemned = await _open(first, ALICE)
     others = [await _open(first, Owner("bob", "acme")), await _open(first, Owner("alice", "globex"))]
     await first.shutdown(grace=0)
-    manager = await _start(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     await manager.acquire(live, ALICE, "/mcp")
     await control.sessions.update_session(condemned, condemned=True)  # an admin's marker, not yet acted on here
 
@@ -88,10 +71,10 @@ async def test_an_owner_sees_only_its_sessions_with_their_state_and_client(
 async def test_reading_a_stored_sessions_file_never_races_its_restore(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    first = await _start(nursery, control, tmp_path)
+    first = await start_manager(nursery, control, tmp_path)
     session_id = await _open(first, ALICE)
     await first.shutdown(grace=0)
-    manager = await _start(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     acquired = []
 
     async def acquire() -> None:
@@ -108,7 +91,7 @@ async def test_reading_a_stored_sessions_file_never_races_its_restore(
 
 
 async def test_only_the_owner_ends_a_session(nursery: trio.Nursery, control: ControlPlane, tmp_path: Path) -> None:
-    manager = await _start(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     session_id = await _open(manager, ALICE)
     for stranger in (Owner("bob", "acme"), Owner("alice", "globex")):
         assert await manager.end_owned(session_id, stranger) is False
@@ -125,10 +108,10 @@ async def test_only_the_owner_ends_a_session(nursery: trio.Nursery, control: Con
 async def test_a_stored_session_is_ended_without_being_used(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path
 ) -> None:
-    first = await _start(nursery, control, tmp_path)
+    first = await start_manager(nursery, control, tmp_path)
     session_id = await _open(first, ALICE)
     await first.shutdown(grace=0)
-    manager = await _start(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     assert await manager.end_owned(session_id, ALICE) is True
     with trio.fail_after(5):
         while await control.sessions.get_session(session_id) is not None:  # noqa: ASYNC110
@@ -139,10 +122,10 @@ async def test_a_stored_session_is_ended_without_being_used(
 async def test_a_damaged_session_file_hides_only_its_own_client(
     nursery: trio.Nursery, control: ControlPlane, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    first = await _start(nursery, control, tmp_path)
+    first = await start_manager(nursery, control, tmp_path)
     damaged, sound = await _open(first, ALICE), await _open(first, ALICE)
     await first.shutdown(grace=0)
-    manager = await _start(nursery, control, tmp_path)
+    manager = await start_manager(nursery, control, tmp_path)
     path = manager._path(damaged)
     target = path / "data.mdb" if path.is_dir() else path
     target.write_bytes(b"not an LMDB file " * 512)
