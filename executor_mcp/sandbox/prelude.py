@@ -331,15 +331,6 @@ _CLOCK = r"""
     S.s3 = (S.s3 << 11) | (S.s3 >>> 21);
     return result;
   };
-  S.lastPerf = 0;
-  S.readKinds = [];
-  S.readValues = [];
-  S.readCounts = [];
-  S.replay = null;
-  S.replayIndex = 0;
-  S.replayUsed = 0;
-  S.extraReadings = 0;
-  S.diverged = null;
   const CLOCK_NAMES = { __proto__: null, date: "Date", perf: "performance.now()" };
   const LIVE = {
     __proto__: null,
@@ -349,7 +340,7 @@ _CLOCK = r"""
       return floor(since * __PERF_STEPS_PER_MS__) / __PERF_STEPS_PER_MS__;
     },
   };
-  return {
+  const clock = {
     __proto__: null,
     random() {
       return ((nextWord() >>> 5) * 67108864 + (nextWord() >>> 6)) / 9007199254740992;
@@ -423,6 +414,9 @@ _CLOCK = r"""
       return flat('{"clock":[' + text + '],"diverged":' + (S.diverged === null ? "null" : quote(S.diverged)) + "}");
     },
   };
+  S.lastPerf = 0;
+  clock.step(null);
+  return clock;
 })
 """
 
