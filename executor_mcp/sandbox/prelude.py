@@ -49,6 +49,8 @@ code (`CODE_LINE_OFFSET`), and no wrapper text shares a line with it. The prelud
 line, so a stack frame inside it (line 1) can never be mistaken for a line of the agent's code.
 """
 
+import functools
+
 import attrs
 
 _ERRORS = r"""
@@ -676,8 +678,10 @@ class Prelude:
     modules: tuple[tuple[str, str], ...]
 
 
+@functools.lru_cache(maxsize=8)
 def prelude(*, max_timers: int, max_tool_calls: int) -> Prelude:
-    """The prelude for one execution, with its fan-out bounds."""
+    """The prelude for one execution, with its fan-out bounds; made once per pair of bounds (a server sends
+    the same ones to every execution), not again for every fresh context."""
 
     def bounded(line: str) -> str:
         return line.replace("__MAX_TIMERS__", str(int(max_timers))).replace(
