@@ -93,14 +93,15 @@ class _NewSession:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._make_file, meta, first_request)
             nursery.start_soon(self._enter, record)
-        if self.failure is None and self.file is not None:
+        if self.failure is None:
+            assert self.file is not None  # made, since its write did not fail
             return self.file
         if self.file is not None:
             await self.file.close()
             await trio.to_thread.run_sync(SessionFile.wipe, self.path)
         if self.entered:
             await self.control.sessions.delete_session(record.session_id)
-        raise self.failure or RuntimeError("a new session's file was not made")
+        raise self.failure
 
     async def _make_file(self, meta: SessionMeta, first_request: bytes) -> None:
         try:
