@@ -10,6 +10,10 @@ Resolution: within each owner the first matching rule (by position, then id) is 
 across owners the most restrictive word wins (block > require_approval > approve), so a user rule can
 never weaken an org rule. With no matching rule the tool's annotation decides (`requiresApproval`
 means require_approval), and an explicit `approve` turns that annotation gate off.
+
+On a toolkit's endpoint the toolkit's own rules (owner `toolkit`) are a third word, taken after the others
+have decided: it replaces their decision only when it is more restrictive, so a toolkit can tighten what the
+org and the user allow and never loosen it (not even the annotation gate).
 """
 
 import enum
@@ -30,11 +34,12 @@ class Action(enum.StrEnum):
 class RuleOwner(enum.StrEnum):
     USER = "user"
     ORG = "org"
+    TOOLKIT = "toolkit"
 
     @property
     def rank(self) -> int:
-        """Evaluation order of owners: the user's own rules (inner) before the org's (outer)."""
-        return 0 if self is RuleOwner.USER else 1
+        """Evaluation order of owners: the user's own rules (inner) before the org's (outer), then a toolkit's."""
+        return {RuleOwner.USER: 0, RuleOwner.ORG: 1, RuleOwner.TOOLKIT: 2}[self]
 
 
 class InvalidPattern(ValueError):
@@ -109,11 +114,16 @@ def first_matches(rules: list[Rule], tool_id: str) -> dict[RuleOwner, Rule]:
 
 def decide(rules: list[Rule], tool_id: str, requires_approval: bool = False) -> Decision:
     firsts = first_matches(rules, tool_id)
+    toolkit = firsts.pop(RuleOwner.TOOLKIT, None)
     if not firsts:
-        return Decision(Action.REQUIRE_APPROVAL if requires_approval else Action.APPROVE, None)
-    # A matching rule always decides, so an explicit `approve` switches the annotation gate off.
-    winner = max(firsts.values(), key=lambda rule: (rule.action.severity, -rule.owner.rank))
-    return Decision(winner.action, winner)
+        decision = Decision(Action.REQUIRE_APPROVAL if requires_approval else Action.APPROVE, None)
+    else:
+        # A matching rule always decides, so an explicit `approve` switches the annotation gate off.
+        winner = max(firsts.values(), key=lambda rule: (rule.action.severity, -rule.owner.rank))
+        decision = Decision(winner.action, winner)
+    if toolkit is not None and toolkit.action.severity > decision.action.severity:
+        return Decision(toolkit.action, toolkit)
+    return decision
 
 
 @attrs.frozen
@@ -124,7 +134,7 @@ class Explanation:
     reason: str
 
 
-_OWNER_WORDS = {RuleOwner.ORG: "org rule", RuleOwner.USER: "user rule"}
+_OWNER_WORDS = {RuleOwner.ORG: "org rule", RuleOwner.USER: "user rule", RuleOwner.TOOLKIT: "toolkit rule"}
 
 
 def explain(rules: list[Rule], tool_id: str, requires_approval: bool | None) -> Explanation:

@@ -58,7 +58,9 @@ class PolicyForbidden(PolicyError):
     """The caller may not change the organization's rules (only its own)."""
 
 
-def new_policy_id(now: float) -> str:
+def new_id(prefix: str, now: float) -> str:
+    """A new record id: `prefix`, `_`, 48 random bits and the time, in base 36 (`pol_…`, `tk_…`)."""
+
     def base36(value: int) -> str:
         digits = ""
         while True:
@@ -67,14 +69,14 @@ def new_policy_id(now: float) -> str:
             if not value:
                 return digits
 
-    return f"pol_{base36(secrets.randbits(48))}{base36(int(now * 1000))}"
+    return f"{prefix}_{base36(secrets.randbits(48))}{base36(int(now * 1000))}"
 
 
 def parse_owner(value: Any) -> RuleOwner:
-    try:
-        return RuleOwner(value)
-    except ValueError:
-        raise PolicyError('owner must be "org" or "user"') from None
+    """An org or user rule's owner (a toolkit's rules are the toolkit's, changed through it)."""
+    if value not in (RuleOwner.ORG.value, RuleOwner.USER.value):
+        raise PolicyError('owner must be "org" or "user"')
+    return RuleOwner(value)
 
 
 def parse_action(value: Any) -> Action:
@@ -87,7 +89,7 @@ def parse_action(value: Any) -> Action:
 def parse_pattern(value: Any) -> str:
     if not isinstance(value, str):
         raise PolicyError("pattern must be a string")
-    _check_text("pattern", value, MAX_PATTERN_LENGTH)
+    check_text("pattern", value, MAX_PATTERN_LENGTH)
     try:
         return validate_pattern(value)
     except InvalidPattern as exc:
@@ -99,11 +101,11 @@ def parse_position(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or not value:
         raise PolicyError("position must be a non-empty string")
-    _check_text("position", value, MAX_POSITION_LENGTH)
+    check_text("position", value, MAX_POSITION_LENGTH)
     return value
 
 
-def _check_text(field: str, value: str, limit: int) -> None:
+def check_text(field: str, value: str, limit: int) -> None:
     if len(value) > limit:
         raise PolicyError(f"{field} must be at most {limit} characters")
     if not value.isprintable():
@@ -153,7 +155,7 @@ def parse_tool_path(value: Any) -> str:
     tool_id = value.strip().removeprefix(_TOOLS_PREFIX) if isinstance(value, str) else ""
     if not tool_id:
         raise PolicyError("path must name a tool, such as executor.coreTools.policies.list")
-    _check_text("path", value, MAX_PATTERN_LENGTH)
+    check_text("path", value, MAX_PATTERN_LENGTH)
     return tool_id
 
 
@@ -225,7 +227,7 @@ class Policies:
                 chosen = position_for([to_rule(r) for r in renumbered], pattern)
             assert chosen is not None
             record = PolicyRecord(
-                id=new_policy_id(now),
+                id=new_id("pol", now),
                 org_id=_org(principal),
                 owner=owner.value,
                 account_id=principal.account_id if owner is RuleOwner.USER else None,

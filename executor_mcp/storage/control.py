@@ -1,11 +1,11 @@
 """The control plane: the server-level stores shared by the server and the admin commands, one per domain.
 
 It holds the session directory (which ids exist, whom they belong to, whether they are condemned) and which of
-them keep a paused execution, the organizations (which are revoked) and API keys, the tool policies, the audit
-log, the signing keys, the console's sign-in links, the settings the server runs with that every command on
-the data dir shares (`config.DATA_DIR_FACTS`), the catalog of integrations and connections, and the sealed
-secret items. Each is typed by its interface (`storage/interfaces.py`); `open` builds them over the embedded
-backend, one LMDB environment in which an admin command (`executor-mcp orgs revoke`, `keys create`) writes
+them keep a paused execution, the organizations (which are revoked) and API keys, the tool policies and
+toolkits, the audit log, the signing keys, the console's sign-in links, the settings the server runs with that
+every command on the data dir shares (`config.DATA_DIR_FACTS`), the catalog of integrations and connections, and
+the sealed secret items. Each is typed by its interface (`storage/interfaces.py`); `open` builds them over the
+embedded backend, one LMDB environment in which an admin command (`executor-mcp orgs revoke`, `keys create`) writes
 while a server runs on the same data dir, and the server sees the change on its next read.
 """
 
@@ -32,6 +32,7 @@ from executor_mcp.storage.interfaces import (
     SharedExecutions,
     SigningKeys,
     SignInStore,
+    ToolkitStore,
 )
 from executor_mcp.storage.lmdb.audit import LmdbAudit
 from executor_mcp.storage.lmdb.catalog import LmdbCatalog
@@ -41,6 +42,7 @@ from executor_mcp.storage.lmdb.orgs import LmdbApiKeys, LmdbOrgs
 from executor_mcp.storage.lmdb.policies import LmdbPolicies
 from executor_mcp.storage.lmdb.secrets import LmdbSecrets
 from executor_mcp.storage.lmdb.sessions import LmdbPausedDirectory, LmdbSessionDirectory
+from executor_mcp.storage.lmdb.toolkits import LmdbToolkits
 from executor_mcp.storage.postgres.audit import PgAudit
 from executor_mcp.storage.postgres.catalog import PgCatalog
 from executor_mcp.storage.postgres.console import PgDataDirFacts, PgSigningKeys, PgSignIns
@@ -53,9 +55,10 @@ from executor_mcp.storage.postgres.orgs import PgApiKeys, PgOrgs
 from executor_mcp.storage.postgres.policies import PgPolicies
 from executor_mcp.storage.postgres.secrets import PgSecrets
 from executor_mcp.storage.postgres.sessions import PgPausedDirectory, PgSessionDirectory
+from executor_mcp.storage.postgres.toolkits import PgToolkits
 
 CONTROL_FILE = "control.mdb"
-# Named databases one environment may open: the stores' 21 and the 3 legacy ones an upgrade drops, with room.
+# Named databases one environment may open: the stores' 22 and the 3 legacy ones an upgrade drops, with room.
 _MAX_DBS = 32
 
 
@@ -69,6 +72,7 @@ class ControlPlane:
     orgs: OrgStore
     api_keys: ApiKeyStore
     policies: PolicyStore
+    toolkits: ToolkitStore
     audit: AuditStore
     signing_keys: SigningKeys
     sign_ins: SignInStore
@@ -100,6 +104,7 @@ class ControlPlane:
             orgs=LmdbOrgs(env),
             api_keys=LmdbApiKeys(env),
             policies=policies,
+            toolkits=LmdbToolkits(env),
             audit=LmdbAudit(env),
             signing_keys=LmdbSigningKeys(env),
             sign_ins=LmdbSignIns(env),
@@ -127,6 +132,7 @@ class ControlPlane:
             orgs=PgOrgs(database),
             api_keys=PgApiKeys(database),
             policies=PgPolicies(database),
+            toolkits=PgToolkits(database),
             audit=PgAudit(database),
             signing_keys=PgSigningKeys(database),
             sign_ins=PgSignIns(database),

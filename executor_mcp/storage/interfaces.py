@@ -30,6 +30,7 @@ from executor_mcp.storage.records import (
     Owner,
     PolicyRecord,
     SessionRecord,
+    ToolkitRecord,
 )
 
 T = TypeVar("T")
@@ -240,6 +241,17 @@ class ApiKeyStore(Transferable, Protocol):
     async def api_keys(self) -> list[ApiKeyRecord]: ...
 
 
+class Owned(Protocol):
+    """A record of an org (`account_id` None) or of one account in it: a policy, a toolkit."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def org_id(self) -> str: ...
+    @property
+    def account_id(self) -> str | None: ...
+
+
 class PolicyStore(Transferable, Protocol):
     """Tool policies: an org's rules, and each account's own rules within the org."""
 
@@ -256,6 +268,24 @@ class PolicyStore(Transferable, Protocol):
         """Read what `policies` would and write `edit`'s (records to put, records to delete, result) in one
         transaction, so concurrent edits (a server and an admin command) cannot interleave. `edit` may run
         more than once (a backend may retry a conflicting transaction): it must not have side effects."""
+
+
+class ToolkitStore(Transferable, Protocol):
+    """Toolkits: the org's, and each account's own within the org, each with its rules and connection patterns."""
+
+    async def toolkits(self, org_id: str, account_id: str | None) -> list[ToolkitRecord]:
+        """The org's toolkits and, with `account_id`, that account's own in the org (never another org's or
+        another member's)."""
+
+    async def edit_toolkits(
+        self,
+        org_id: str,
+        account_id: str | None,
+        edit: Callable[[list[ToolkitRecord]], tuple[list[ToolkitRecord], list[ToolkitRecord], T]],
+    ) -> T:
+        """Read what `toolkits` would and write `edit`'s (records to put, records to delete, result) in one
+        transaction, so two edits (two instances, a server and an admin command) cannot interleave: a slug is
+        checked free and taken with nothing between. `edit` may run more than once; it has no side effects."""
 
 
 class AuditStore(Transferable, Protocol):

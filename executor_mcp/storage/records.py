@@ -108,6 +108,7 @@ class ApiKeyRecord:
     created_at: float
     revoked: bool = False
     admin: bool = False  # `keys create --admin`: the key administers its org's rules under --org-admin-claim
+    toolkit: str | None = None  # `keys create --toolkit SLUG`: the one MCP endpoint the key may use
 
 
 @attrs.frozen
@@ -123,6 +124,48 @@ class PolicyRecord:
     position: str
     created_at: float
     updated_at: float
+
+
+@attrs.frozen
+class ToolkitRuleRecord:
+    """One of a toolkit's own rules (`tkpol_…`): evaluated after the org's and the user's, it can only tighten."""
+
+    id: str
+    pattern: str
+    action: str
+    position: str
+    created_at: float
+    updated_at: float
+
+
+@attrs.frozen
+class ToolkitConnectionRecord:
+    """One of a toolkit's connection patterns (`tkconn_…`) and the level its tools are shown at (`off`, `read`,
+    `full`)."""
+
+    id: str
+    pattern: str
+    level: str
+    position: str
+    created_at: float
+    updated_at: float
+
+
+@attrs.frozen
+class ToolkitRecord:
+    """A named MCP endpoint, `/mcp/toolkits/<slug>`, of the org (`owner` "org") or of one account in it (`owner`
+    "user"); its rules and connection patterns are kept with it, bounded, and change with it in one write."""
+
+    id: str
+    org_id: str
+    owner: str
+    account_id: str | None
+    slug: str
+    name: str
+    created_at: float
+    updated_at: float
+    policies: tuple[ToolkitRuleRecord, ...] = ()
+    connections: tuple[ToolkitConnectionRecord, ...] = ()
 
 
 @attrs.frozen

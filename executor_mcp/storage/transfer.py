@@ -31,6 +31,7 @@ DOMAINS: dict[str, Callable[[ControlPlane], Transferable]] = {
     "orgs": lambda plane: plane.orgs,
     "api_keys": lambda plane: plane.api_keys,
     "policies": lambda plane: plane.policies,
+    "toolkits": lambda plane: plane.toolkits,
     "audit": lambda plane: plane.audit,
     "signing_keys": lambda plane: plane.signing_keys,
     "console_links": lambda plane: plane.sign_ins,

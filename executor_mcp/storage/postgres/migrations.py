@@ -20,6 +20,7 @@ from executor_mcp.storage.postgres import (
     policies,
     secrets,
     sessions,
+    toolkits,
 )
 
 # `pg_advisory_xact_lock`'s key: "executor-mcp schema" in a 64-bit integer, any value other tools do not use.
@@ -48,6 +49,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "durable executions and instance leases", executions.TABLES + instances.TABLES),
     Migration(3, "oauth clients and flows", oauth.TABLES),
     Migration(4, "oauth refresh claims", oauth.CLAIM_TABLES),
+    Migration(5, "toolkits", toolkits.TABLES),
 )
 LATEST = MIGRATIONS[-1].version
 

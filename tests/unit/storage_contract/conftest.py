@@ -27,6 +27,7 @@ from executor_mcp.storage.interfaces import (
     SessionDirectory,
     SigningKeys,
     SignInStore,
+    ToolkitStore,
 )
 from executor_mcp.storage.records import Owner, SessionMeta
 from executor_mcp.storage.session_file import SessionFile
@@ -170,6 +171,11 @@ def api_keys(plane: ControlPlane) -> ApiKeyStore:
 @pytest.fixture
 def policies(plane: ControlPlane) -> PolicyStore:
     return plane.policies
+
+
+@pytest.fixture
+def toolkits(plane: ControlPlane) -> ToolkitStore:
+    return plane.toolkits
 
 
 @pytest.fixture

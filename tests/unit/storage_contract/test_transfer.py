@@ -10,12 +10,34 @@ import pytest
 from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage import transfer
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.records import ApiKeyRecord, ConsoleLinkRecord, PolicyRecord
+from executor_mcp.storage.records import (
+    ApiKeyRecord,
+    ConsoleLinkRecord,
+    PolicyRecord,
+    ToolkitConnectionRecord,
+    ToolkitRecord,
+    ToolkitRuleRecord,
+)
 from tests.unit.storage_contract.catalog_records import connection, integration
 from tests.unit.storage_contract.conftest import CONTROL_PLANES
 
 AUDIT = [(b"org-a:0001", b"first"), (b"org-a:0002", b"second"), (b"org-b:0001", b"other org")]
-KEY = ApiKeyRecord(key_id="k1", account_id="alice", org_id="acme", created_at=1.0, admin=True)
+KEY = ApiKeyRecord(key_id="k1", account_id="alice", org_id="acme", created_at=1.0, admin=True, toolkit="crm")
+TOOLKITS = [
+    ToolkitRecord(
+        id=f"tk_{owner}",
+        org_id="acme",
+        owner=owner,
+        account_id=account,
+        slug="crm",
+        name="CRM",
+        created_at=1.0,
+        updated_at=2.0,
+        policies=(ToolkitRuleRecord("tkpol_1", "github.*", "require_approval", "000000000512", 1.0, 1.0),),
+        connections=(ToolkitConnectionRecord("tkconn_1", "github.org.main.*", "read", "000000000512", 1.0, 1.0),),
+    )
+    for owner, account in (("org", None), ("user", "alice"))
+]
 LINK = ConsoleLinkRecord(account_id="alice", org_id="acme", admin=False, created_at=1.0, expires_at=10**10)
 OAUTH_CLIENTS = [
     OAuthClientRecord(
@@ -76,6 +98,8 @@ async def populate(plane: ControlPlane) -> dict[str, bytes]:
         await plane.policies.edit_policies(
             org, account, lambda _, org=org, account=account: ([rule(f"r-{org}-{account}", org, account)], [], None)
         )
+    for toolkit in TOOLKITS:
+        await plane.toolkits.edit_toolkits("acme", "alice", lambda _, toolkit=toolkit: ([toolkit], [], None))
     await plane.audit.append_audit(AUDIT)
     await plane.sign_ins.put_console_link("link-digest", LINK, now=2.0)
     await plane.facts.record_data_dir_facts({"auth": "api-key", "nested": {"b": 1, "a": [1, 2]}})
@@ -127,6 +151,8 @@ async def test_a_copy_serves_every_domain_as_the_source_did(
             rule("r-acme-alice", "acme", "alice"),
         ]
         assert await target.policies.policies("beta", None) == [rule("r-beta-None", "beta", None)]
+        assert await target.toolkits.toolkits("acme", "alice") == TOOLKITS
+        assert await target.toolkits.toolkits("acme", "bob") == TOOLKITS[:1]
         newest, _ = await target.audit.audit_newest(b"org-a", b"org-a", b"org-b", 10, lambda _: True, 100)
         assert newest == [AUDIT[1], AUDIT[0]]
         assert await target.facts.data_dir_facts() == {"auth": "api-key", "nested": {"b": 1, "a": [1, 2]}}
