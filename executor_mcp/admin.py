@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,12 +32,31 @@ from executor_mcp.policies.service import (
     describe,
     parse_new,
 )
+from executor_mcp.policies.toolkit_service import (
+    Toolkits,
+    describe_connection,
+    describe_rule,
+    describe_toolkit,
+    parse_connection,
+    parse_name,
+    parse_rule,
+)
 from executor_mcp.secrets.cipher import KEY_FILE, SecretCipher, SecretUnreadable
 from executor_mcp.sessions.manager import SESSIONS_DIR
 from executor_mcp.storage import ownership, transfer
 from executor_mcp.storage.control import CONTROL_FILE, ControlPlane, migrate_database, open_control_plane
 from executor_mcp.storage.postgres.migrations import LATEST as LATEST_SCHEMA
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, Owner, PolicyRecord, SessionMeta, SessionRecord
+from executor_mcp.storage.records import (
+    ApiKeyRecord,
+    OrgRecord,
+    Owner,
+    PolicyRecord,
+    SessionMeta,
+    SessionRecord,
+    ToolkitConnectionRecord,
+    ToolkitRecord,
+    ToolkitRuleRecord,
+)
 from executor_mcp.storage.session_file import MissingSessionFile, SessionFile
 from executor_mcp.web.console import LINK_PATH, new_link
 from executor_mcp.web.signin import MAX_LINK_SECONDS
@@ -193,7 +212,11 @@ async def orgs_set_revoked(settings: Settings, org_id: str, revoked: bool) -> in
     return 0
 
 
-async def keys_create(settings: Settings, account_id: str, org_id: str, admin: bool = False) -> int:
+async def keys_create(
+    settings: Settings, account_id: str, org_id: str, admin: bool = False, toolkit: str | None = None
+) -> int:
+    """`toolkit`: the key opens that toolkit's MCP endpoint and nothing else (no other endpoint, no `/api`, no
+    console). The toolkit need not exist yet: until it does, its endpoint is not found."""
     for flag, value in (("--user", account_id), ("--org", org_id)):
         problem = identity_problem(value)
         if problem:
@@ -201,11 +224,15 @@ async def keys_create(settings: Settings, account_id: str, org_id: str, admin: b
             return 2
     key_id, key = new_api_key()
     async with _control_plane(settings) as control:
-        record = ApiKeyRecord(key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time(), admin=admin)
+        record = ApiKeyRecord(
+            key_id=key_id, account_id=account_id, org_id=org_id, created_at=time.time(), admin=admin, toolkit=toolkit
+        )
         await control.api_keys.put_api_key(digest(key), record)
     role = "admin " if admin else ""
+    bound = f", bound to toolkit {toolkit}" if toolkit else ""
     print(
-        f"created {role}API key {key_id} for account {account_id} in organization {org_id}; it is shown only once:",
+        f"created {role}API key {key_id} for account {account_id} in organization {org_id}{bound}; it is shown only"
+        " once:",
         file=sys.stderr,
     )
     print(key)
@@ -218,6 +245,7 @@ _KEY_COLUMNS: list[Column[ApiKeyRecord]] = [
     ("ROLE", lambda key: "admin" if key.admin else "member"),
     ("ACCOUNT", lambda key: key.account_id),
     ("ORG", lambda key: key.org_id),
+    ("TOOLKIT", lambda key: key.toolkit or "-"),
     ("CREATED", lambda key: _when(key.created_at)),
 ]
 
@@ -230,6 +258,7 @@ def _key_json(key: ApiKeyRecord) -> dict[str, object]:
         "account": key.account_id,
         "org": key.org_id,
         "admin": key.admin,
+        "toolkit": key.toolkit,
         "revoked": key.revoked,
         "createdAt": milliseconds(key.created_at),
     }
@@ -468,3 +497,116 @@ _AUDIT_COLUMNS: list[Column[AuditRecord]] = [
     ("OUTCOME", lambda record: record.outcome),
     ("DURATION", lambda record: f"{record.duration_ms:.1f} ms"),
 ]
+
+
+# -- toolkits -------------------------------------------------------------------------------------------
+
+_TOOLKIT_COLUMNS: list[Column[ToolkitRecord]] = [
+    ("ID", lambda record: record.id),
+    ("OWNER", lambda record: f"user {record.account_id}" if record.owner == "user" else "org"),
+    ("SLUG", lambda record: record.slug),
+    ("NAME", lambda record: record.name),
+    ("ROWS", lambda record: f"{len(record.connections)} connections, {len(record.policies)} rules"),
+]
+
+
+async def toolkits_list(settings: Settings, org_id: str, account_id: str | None, as_json: bool = False) -> int:
+    """`--json` rows are the HTTP API's (`GET /api/toolkits`)."""
+    async with _control_plane(settings) as control:
+        records = await Toolkits(control.toolkits).visible(_principal(org_id, account_id))
+    empty = f"no toolkits in organization {org_id}" + (f" for user {account_id}" if account_id else "")
+    print_listing(records, as_json, empty, _TOOLKIT_COLUMNS, describe_toolkit)
+    return 0
+
+
+async def toolkits_show(
+    settings: Settings, org_id: str, account_id: str | None, toolkit_id: str, as_json: bool = False
+) -> int:
+    async def shown(toolkits: Toolkits) -> int:
+        record = await toolkits.get(_principal(org_id, account_id), toolkit_id)
+        connections = [describe_connection(record, row) for row in sorted(record.connections, key=_row_order)]
+        rules = [describe_rule(record, row) for row in sorted(record.policies, key=_row_order)]
+        if as_json:
+            print(json.dumps({**describe_toolkit(record), "connections": connections, "policies": rules}, indent=2))
+            return 0
+        print(f"{record.name}\t/mcp/toolkits/{record.slug}\t{record.id}")
+        for row in connections:
+            print(f"connection\t{row['id']}\t{row['pattern']}\t{row['level']}")
+        for row in rules:
+            print(f"rule\t{row['id']}\t{row['pattern']}\t{row['action']}")
+        return 0
+
+    return await _toolkit_command(settings, shown)
+
+
+async def toolkits_create(settings: Settings, org_id: str, account_id: str | None, name: str, slug: str | None) -> int:
+    async def create(toolkits: Toolkits) -> int:
+        owner = RuleOwner.USER if account_id else RuleOwner.ORG
+        record = await toolkits.create(_principal(org_id, account_id), owner, parse_name(name), slug)
+        print(record.id)
+        print(f"created toolkit {record.slug}: its endpoint is /mcp/toolkits/{record.slug}", file=sys.stderr)
+        return 0
+
+    return await _toolkit_command(settings, create)
+
+
+async def toolkits_remove(settings: Settings, org_id: str, account_id: str | None, toolkit_id: str) -> int:
+    async def remove(toolkits: Toolkits) -> int:
+        await toolkits.remove(_principal(org_id, account_id), toolkit_id)
+        print(f"removed toolkit {toolkit_id}", file=sys.stderr)
+        return 0
+
+    return await _toolkit_command(settings, remove)
+
+
+async def toolkits_connect(
+    settings: Settings, org_id: str, account_id: str | None, toolkit_id: str, pattern: str, level: str
+) -> int:
+    async def connect(toolkits: Toolkits) -> int:
+        checked = parse_connection({"pattern": pattern, "level": level})
+        _, row = await toolkits.add_connection(_principal(org_id, account_id), toolkit_id, *checked)
+        print(row.id)
+        return 0
+
+    return await _toolkit_command(settings, connect)
+
+
+async def toolkits_rule(
+    settings: Settings, org_id: str, account_id: str | None, toolkit_id: str, pattern: str, action: str
+) -> int:
+    async def rule(toolkits: Toolkits) -> int:
+        checked = parse_rule({"pattern": pattern, "action": action})
+        _, row = await toolkits.add_rule(_principal(org_id, account_id), toolkit_id, *checked)
+        print(row.id)
+        return 0
+
+    return await _toolkit_command(settings, rule)
+
+
+async def toolkits_remove_row(
+    settings: Settings, org_id: str, account_id: str | None, toolkit_id: str, row_id: str
+) -> int:
+    async def remove(toolkits: Toolkits) -> int:
+        principal = _principal(org_id, account_id)
+        if row_id.startswith("tkpol_"):
+            await toolkits.remove_rule(principal, toolkit_id, row_id)
+        else:
+            await toolkits.remove_connection(principal, toolkit_id, row_id)
+        print(f"removed {row_id} from toolkit {toolkit_id}", file=sys.stderr)
+        return 0
+
+    return await _toolkit_command(settings, remove)
+
+
+async def _toolkit_command(settings: Settings, work: Callable[[Toolkits], Awaitable[int]]) -> int:
+    """A toolkit command on the data dir, as its org's admin; a refusal is one line on stderr and status 2."""
+    async with _control_plane(settings) as control:
+        try:
+            return await work(Toolkits(control.toolkits))
+        except PolicyError as exc:
+            print(f"executor-mcp: error: {exc}", file=sys.stderr)
+            return 2
+
+
+def _row_order(row: ToolkitRuleRecord | ToolkitConnectionRecord) -> tuple[str, str]:
+    return row.position, row.id

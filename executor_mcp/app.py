@@ -25,7 +25,7 @@ from hypercorn.config import Config
 
 from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
-from executor_mcp.auth.principal import Authenticator, BearerAuth, NoAuth
+from executor_mcp.auth.principal import BearerAuth, EndpointAuthenticator, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
 from executor_mcp.background import once
 from executor_mcp.config import (
@@ -46,6 +46,7 @@ from executor_mcp.integrations.service import Integrations
 from executor_mcp.observability.health import Health
 from executor_mcp.observability.metrics import Metrics
 from executor_mcp.policies.service import Policies
+from executor_mcp.policies.toolkit_service import Toolkits
 from executor_mcp.routes import create_app
 from executor_mcp.sandbox.pool import WorkerPool
 from executor_mcp.sessions.instance_lease import InstanceLease, holder_name
@@ -177,7 +178,7 @@ async def read_secret(path: Path, option: str = "--jwt-secret-file") -> bytes:
 
 async def build_authenticator(
     settings: Settings, control: ControlPlane, http: httpx.AsyncClient, public: PublicUrl
-) -> Authenticator:
+) -> EndpointAuthenticator:
     if settings.auth == "none":
         return NoAuth()
     if settings.jwt_secret_file is not None:
@@ -191,7 +192,7 @@ async def build_authenticator(
         verifier = TokenVerifier(
             jwks=JwksKeys(settings.jwks_url, http), issuer=settings.jwt_issuer, audience=settings.jwt_audience
         )
-    return BearerAuth(verifier, control, lambda: public.metadata_url, time.time, settings.org_admin_claim)
+    return BearerAuth(verifier, control, public.metadata_url_for, time.time, settings.org_admin_claim)
 
 
 async def single_sign_on(
@@ -282,6 +283,7 @@ async def _serve(
     metrics = Metrics()
     limits = Limits.of(settings)
     policies = Policies(control.policies)
+    toolkits = Toolkits(control.toolkits)
     audit = AuditTrail(control.audit, settings.audit_retention)
 
     async def audited(record: AuditRecord) -> None:
@@ -304,6 +306,7 @@ async def _serve(
         Admission(executions_per_account(settings, pool)),
         lambda: public.value,
         audited,
+        toolkits,
         control.executions,
     )
     manager = SessionManager(
@@ -351,6 +354,7 @@ async def _serve(
         NotedAuthenticator(authenticator),
         public,
         policies,
+        toolkits,
         settings.authorization_server,
         browser,
         integrations=integrations,
@@ -426,11 +430,11 @@ async def serve_until_signalled(settings: Settings) -> None:
                 break
 
 
-async def serve_stdio(settings: Settings, query: bytes) -> None:
-    """`executor-mcp stdio`: one client on standard input and output (`transport/stdio.py`), until its input
-    ends or a signal comes; then the same shutdown as `serve`'s. Nothing listens, and the principal is the local
-    one: whoever can start the process already holds its data dir."""
-    bridge = StdioBridge(Pipe(), query)
+async def serve_stdio(settings: Settings, query: bytes, path: str) -> None:
+    """`executor-mcp stdio`: one client on standard input and output (`transport/stdio.py`) at the endpoint `path`
+    (`/mcp`, or a toolkit's), until its input ends or a signal comes; then the same shutdown as `serve`'s. Nothing
+    listens, and the principal is the local one: whoever can start the process already holds its data dir."""
+    bridge = StdioBridge(Pipe(), query, path)
     local = attrs.evolve(settings, auth="none", host="127.0.0.1", allowed_origin=(), allowed_host=())
     async with trio.open_nursery() as nursery:
         running: Running = await nursery.start(partial(serve, local, front=bridge.front))

@@ -15,12 +15,14 @@ from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
 from executor_mcp.audit.trail import AuditTrail
-from executor_mcp.auth.principal import Authenticator
+from executor_mcp.auth.principal import Authenticator, EndpointAuthenticator
 from executor_mcp.codec import dumps
 from executor_mcp.execution.runs import PendingApprovals
 from executor_mcp.integrations.handoff import Handoffs
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.policies.service import Policies
+from executor_mcp.policies.toolkit_service import Toolkits
+from executor_mcp.policies.toolkits import SLUG
 from executor_mcp.protocol.errors import (
     BODY_TIMEOUT_SECONDS,
     MAX_BODY_BYTES,
@@ -31,6 +33,7 @@ from executor_mcp.protocol.errors import (
     envelope_headers,
 )
 from executor_mcp.protocol.jsonrpc import encode_message, error_response
+from executor_mcp.protocol.resources import TOOLKITS_PATH, resource_for
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.tools.catalog import Catalog
 from executor_mcp.toolserver.stateless import StatelessCalls
@@ -41,13 +44,14 @@ from executor_mcp.transport.asgi import Edge, decide_finish, declares_body
 from executor_mcp.transport.audit_api import AuditApi
 from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import API_PREFIX, MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
-from executor_mcp.transport.endpoint import POLICY_API_METHODS, RESOURCE, McpEndpoint, defect_refusal
+from executor_mcp.transport.endpoint import POLICY_API_METHODS, McpEndpoint, defect_refusal
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
 from executor_mcp.transport.oauth_api import ClientMetadataDocument
 from executor_mcp.transport.observed import Operations
 from executor_mcp.transport.policies_api import PoliciesApi
 from executor_mcp.transport.sessions_api import SessionsApi
 from executor_mcp.transport.stateless import StatelessEndpoint
+from executor_mcp.transport.toolkits_api import ToolkitsApi
 from executor_mcp.web.approvals import ApprovalsPages
 from executor_mcp.web.audit import AuditPages
 from executor_mcp.web.catalog import CatalogPages
@@ -152,9 +156,10 @@ class _App(QuartTrio):
 
 def create_app(
     manager: SessionManager,
-    authenticator: Authenticator,
+    authenticator: EndpointAuthenticator,
     public: PublicUrl,
     policies: Policies,
+    toolkits: Toolkits,
     authorization_servers: tuple[str, ...] = (),
     browser: BrowserGuard | None = None,
     integrations: Integrations | None = None,
@@ -182,7 +187,7 @@ def create_app(
     app = _App("executor_mcp", static_folder=None)
     # Quart's 60 s default response timeout would silently cut SSE streams; a body gets a bounded time.
     app.config.update(RESPONSE_TIMEOUT=None, MAX_CONTENT_LENGTH=MAX_BODY_BYTES, BODY_TIMEOUT=BODY_TIMEOUT_SECONDS)
-    endpoint = McpEndpoint(manager, authenticator, guard, StatelessEndpoint(manager, stateless_calls, RESOURCE))
+    endpoint = McpEndpoint(manager, authenticator, guard, StatelessEndpoint(manager, stateless_calls), toolkits)
     api_auth: Authenticator = authenticator
     if console is not None:
         api_auth = ConsoleCredentials(console, authenticator)
@@ -198,8 +203,25 @@ def create_app(
             return Response(b"", status=204, headers=rules.PREFLIGHT)
         return _json(protected_resource_metadata(public, authorization_servers))
 
+    async def toolkit_metadata(slug: str) -> Response:
+        """A toolkit endpoint's own metadata (upstream §B.2), for any slug of the grammar: the document names no
+        more than the path asked, so it tells nobody which toolkits exist."""
+        if request.method == "OPTIONS":
+            return Response(b"", status=204, headers=rules.PREFLIGHT)
+        if not SLUG.match(slug):
+            return _json({"error": "Toolkit not found"}, 404)
+        return _json(protected_resource_metadata(public, authorization_servers, resource_for(slug)))
+
     for path in (METADATA_PATH, METADATA_PATH + MCP_PATH):
         app.add_url_rule(path, path, metadata, methods=["GET", "OPTIONS"], provide_automatic_options=False)
+    app.add_url_rule(
+        METADATA_PATH + TOOLKITS_PATH + "<slug>",
+        "toolkit_metadata",
+        toolkit_metadata,
+        methods=["GET", "OPTIONS"],
+        provide_automatic_options=False,
+    )
+    ToolkitsApi(toolkits, api_auth).register(app)
     SessionsApi(manager, api_auth).register(app)
     if audit is not None:
         AuditApi(audit, api_auth).register(app)

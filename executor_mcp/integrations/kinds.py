@@ -112,6 +112,10 @@ class Kind(Protocol):
     def check_arguments(self, tool: ToolDef, args: Any) -> None:
         """Raise `ArgumentsRefused` when these arguments cannot make a request (nothing is sent)."""
 
+    def read_only(self, tool: ToolDef) -> bool:
+        """Whether calling the tool has no side effect, as its source declares it: what a toolkit's `read` level
+        shows. When in doubt, False."""
+
     async def invoke(self, invocation: Invocation) -> JsonObject:
         """The call's result value: `{ok: true, data, ...}` or `{ok: false, error: {code, message, ...}}`."""
 

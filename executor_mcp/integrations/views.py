@@ -73,6 +73,20 @@ class View:
 EMPTY_VIEW = View(revision=-1, integrations=(), entries=(), by_id={}, defs={}, counts={})
 
 
+def narrowed(view: View, keep: Callable[[ToolEntry], bool]) -> View:
+    """`view` with only the entries `keep` keeps, and only the integrations one of those belongs to (a toolkit's
+    endpoint). Discovery still follows the whole view: what a toolkit hides is still listed when due."""
+    entries = tuple(entry for entry in view.entries if keep(entry))
+    slugs = {entry.integration.slug for entry in entries}
+    return attrs.evolve(
+        view,
+        integrations=tuple(record for record in view.integrations if record.slug in slugs),
+        entries=entries,
+        by_id={entry.tool_id: entry for entry in entries},
+        counts=Counter(entry.integration.slug for entry in entries),
+    )
+
+
 def build_view(
     revision: int,
     integrations: tuple[IntegrationRecord, ...],

@@ -33,6 +33,7 @@ from executor_mcp.policies.model import (
     position_for,
     validate_pattern,
 )
+from executor_mcp.policies.toolkits import ToolkitScope
 from executor_mcp.storage.interfaces import PolicyStore
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.storage.records import PolicyRecord
@@ -200,9 +201,13 @@ class Policies:
         by_id = {record.id: record for record in visible}
         return [by_id[rule.id] for rule in evaluation_order([to_rule(record) for record in visible])]
 
-    async def decide(self, principal: Principal, tool_id: str, requires_approval: bool) -> Decision:
+    async def decide(
+        self, principal: Principal, tool_id: str, requires_approval: bool, scope: ToolkitScope | None = None
+    ) -> Decision:
+        """The one decision every endpoint applies: the org's and the user's rules, then (on a toolkit's endpoint)
+        the toolkit's, which can only tighten them."""
         rules = [to_rule(record) for record in await self._store.policies(_org(principal), principal.account_id)]
-        return decide(rules, tool_id, requires_approval)
+        return decide([*rules, *(scope.rules if scope is not None else ())], tool_id, requires_approval)
 
     async def explain(self, principal: Principal, tool_id: str, requires_approval: bool | None) -> Explanation:
         """What a call of `tool_id` would get now, and why (`requires_approval`: the tool's annotation, None

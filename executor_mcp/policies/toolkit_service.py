@@ -29,6 +29,7 @@ from executor_mcp.policies.service import (
     parse_position,
 )
 from executor_mcp.policies.toolkits import SLUG, ConnectionLevel, Level, ToolkitScope, in_order, slug_from
+from executor_mcp.protocol.resources import slug_of
 from executor_mcp.storage.interfaces import ToolkitStore
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.storage.records import ToolkitConnectionRecord, ToolkitRecord, ToolkitRuleRecord
@@ -159,6 +160,14 @@ class Toolkits:
         found = [r for r in await self._store.toolkits(principal.org_id, principal.account_id) if r.slug == slug]
         found.sort(key=lambda record: record.owner != RuleOwner.ORG.value)
         return scope_of(found[0]) if found else None
+
+    async def current(self, principal: Principal, resource: str) -> ToolkitScope | None:
+        """The scope of a call made through the endpoint `resource`, read now (a change reaches open sessions at
+        their next call): None on every endpoint but a toolkit's; a toolkit that is gone shows nothing."""
+        slug = slug_of(resource)
+        if slug is None:
+            return None
+        return await self.scope(principal, slug) or ToolkitScope(slug, (), ())
 
     async def create(self, principal: Principal, owner: RuleOwner, name: str, slug: str | None) -> ToolkitRecord:
         _may_change(principal, owner)

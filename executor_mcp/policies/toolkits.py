@@ -19,8 +19,6 @@ import attrs
 from executor_mcp.policies.model import Rule, matches
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-# Where a toolkit's MCP endpoint is: `TOOLKITS_PATH + slug`.
-TOOLKITS_PATH = "/mcp/toolkits/"
 
 
 class Level(enum.StrEnum):
@@ -66,13 +64,3 @@ def slug_from(name: str) -> str:
     else one `-`, at most 63 characters; "" when nothing is left (the caller asks for a slug then)."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:63].rstrip("-")
     return slug if SLUG.match(slug) else ""
-
-
-def resource_for(slug: str) -> str:
-    """The resource a toolkit's sessions are bound to (its path), as `/mcp` is the default endpoint's."""
-    return TOOLKITS_PATH + slug
-
-
-def slug_of(resource: str) -> str | None:
-    """The toolkit a session's resource names, or None for the default endpoint."""
-    return resource.removeprefix(TOOLKITS_PATH) if resource.startswith(TOOLKITS_PATH) else None

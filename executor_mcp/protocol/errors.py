@@ -68,6 +68,9 @@ class Refusal(enum.Enum):
     )
     METHOD_NOT_FOUND = Envelope(404, Code.METHOD_NOT_FOUND, "Method not found")
     NOT_FOUND = Envelope(404, Code.TRANSPORT, "Not Found")
+    TOOLKIT_NOT_FOUND = Envelope(404, Code.TRANSPORT, "Toolkit not found")
+    # An API key created with `keys create --toolkit`: its toolkit's MCP endpoint is all it opens.
+    TOOLKIT_BOUND = Envelope(403, Code.SESSION, "This API key is bound to a toolkit: use its endpoint, {endpoint}")
     SESSION_NOT_FOUND = Envelope(404, Code.SESSION, "Session not found")
     SESSION_TERMINATED = Envelope(404, Code.SESSION, "Session timed out, please reconnect")
     FOREIGN_SESSION = Envelope(403, Code.FOREIGN_SESSION, "MCP session does not belong to the current bearer")

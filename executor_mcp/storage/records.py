@@ -28,6 +28,9 @@ class Owner:
     # to (equality and hashing ignore it): a session or a pause is the account's whatever its role. A
     # session records the role of the bearer that opened it, which is what its executions act with.
     org_admin: bool = attrs.field(default=False, eq=False)
+    # The one toolkit endpoint the bearer may use (an API key created with `keys create --toolkit`), or None. Like
+    # the role, a property of the bearer, not of whom something belongs to.
+    toolkit: str | None = attrs.field(default=None, eq=False)
 
     def may_act_on(self, owned_by: "Owner") -> bool:
         """Whether this caller may use what `owned_by` owns (a session, a paused execution): the same account

@@ -145,7 +145,7 @@ async def pass_policy(
     """Whether the call may run: False when its policy blocks it; True once approved, by a rule or by a human
     asked at its gate. A refused approval throws in the sandbox (`refuse_unless_accepted`). The decision, the
     rule that made it, and the answer are noted for the call's audit record."""
-    decision = await context.policies.decide(context.principal, tool_id, requires_approval)
+    decision = await context.policies.decide(context.principal, tool_id, requires_approval, context.scope)
     rule = decision.rule
     asked_by = TOOL_DEFAULT if rule is None else AskedBy(rule.id, rule.owner.value, rule.pattern)
     context.note.decision, context.note.rule = decision.action.value, asked_by

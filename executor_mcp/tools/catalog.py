@@ -19,7 +19,8 @@ import trio
 from executor_mcp.codec import JsonObject
 from executor_mcp.integrations.addresses import parse_tool_address
 from executor_mcp.integrations.service import Integrations
-from executor_mcp.integrations.views import EMPTY_VIEW, ToolEntry, View
+from executor_mcp.integrations.views import EMPTY_VIEW, ToolEntry, View, narrowed
+from executor_mcp.policies.toolkits import ToolkitScope
 from executor_mcp.protocol.errors import Refusal
 from executor_mcp.records.integration_errors import ArgumentsRefused, IntegrationError
 from executor_mcp.storage.interfaces import StoreUnavailable
@@ -42,7 +43,7 @@ MAX_INTEGRATIONS_QUERY_LENGTH = 200
 # (short words that every tool holds, about 10 µs per tool) cannot hold up the event loop; below it, the
 # worst case costs less than a thread hop is worth.
 THREADED_SEARCH_ENTRIES = 200
-# Callers whose search index is kept; another caller's first search builds its own.
+# Callers whose search index (and toolkit endpoints whose narrowed view) is kept; another's first use builds its own.
 SEARCH_INDEX_CACHE = 64
 
 Handler = Callable[[Any, CallContext], Awaitable[Any]]
@@ -63,6 +64,7 @@ class StaticTool:
     requires_approval: bool = False
     approval_description: str | None = None  # what the human is asked, instead of "Approve <id>?"
     validate: Validator | None = None  # checked before any approval is asked, so a doomed call costs no human
+    read_only: bool = False  # changes nothing anywhere: a toolkit's `read` level shows it
 
 
 def core_tool(
@@ -76,6 +78,7 @@ def core_tool(
     validate: Validator | None = None,
     *,
     gated: bool = False,
+    read_only: bool = False,
 ) -> StaticTool:
     """A tool `executor.coreTools.<group>.<name>` of the built-in integration, its input an object of
     `properties`; a gated one's `validate` runs before its approval is asked."""
@@ -89,6 +92,7 @@ def core_tool(
         handler=handler,
         requires_approval=gated,
         validate=validate,
+        read_only=read_only,
     )
 
 
@@ -136,7 +140,9 @@ class Catalog:
     """The server's own integrations (static tools) and, with `connected`, each caller's connected ones.
 
     A caller's catalog is the static tools plus its view of its org's integrations: one search index per
-    view, built on first use and dropped when the view changes (an integration or connection changed).
+    view, built on first use and dropped when the view changes (an integration or connection changed). On a
+    toolkit's endpoint (`scope`) the catalog is narrowed to what the toolkit shows: a tool it does not show is not
+    found, listed, described or suggested, exactly as a tool that does not exist.
     """
 
     def __init__(self, integrations: list[Integration], connected: Integrations | None = None) -> None:
@@ -148,15 +154,20 @@ class Catalog:
             for tool in self._tools.values()
         ]
         self._static = _Searchable(self._static_entries)
-        self._searchables: OrderedDict[tuple[str, str], tuple[View, _Searchable]] = OrderedDict()
+        self._searchables: OrderedDict[tuple[str, str, str], tuple[View, _Searchable]] = OrderedDict()
+        self._narrowed: OrderedDict[tuple[str, str, str], tuple[View, ToolkitScope, View]] = OrderedDict()
         # One search (or the indexing) in a worker thread at a time, and each account waits for its own turn
         # first: a flood of searches queues behind its own author, and another account's search waits for at
         # most the one running and one more of the flood's.
         self._threaded = trio.CapacityLimiter(1)
         self._turns = Turns(self._threaded)
 
-    def tool(self, path: str) -> StaticTool | None:
-        return self._tools.get(path.removeprefix("tools."))
+    def tool(self, path: str, scope: ToolkitScope | None = None) -> StaticTool | None:
+        """The static tool at `path`, if the caller's endpoint shows it."""
+        tool = self._tools.get(path.removeprefix("tools."))
+        if tool is None or (scope is not None and not scope.shows(tool.id, tool.read_only)):
+            return None
+        return tool
 
     async def invoke(self, path: str, args: Any, context: CallContext) -> Any:
         """Run `tools.<path>(args)`: a built-in's raw value, or a tool's `{ok, ...}` result.
@@ -173,22 +184,22 @@ class Catalog:
             return _failure("database_unavailable", Refusal.STORE_UNAVAILABLE.value.message)
 
     async def _invoke(self, path: str, args: Any, context: CallContext) -> Any:
+        principal, scope = context.principal, context.scope
         match path:
             case "search":
-                return await self._search(args, context.principal)
+                return await self._search(args, principal, scope)
             case "describe.tool":
-                return await self._describe(args, context.principal)
+                return await self._describe(args, principal, scope)
             case "executor.integrations.list":
-                return await self._list_integrations(args, context.principal)
-        tool = self.tool(path)
+                return await self._list_integrations(args, principal, scope)
+        tool = self.tool(path, scope)
         if tool is not None:
             return await self._call_static(tool, args, context)
-        entry = await self._connected_tool(path, context.principal)
+        entry = await self._connected_tool(path, principal, scope)
         if entry is not None:
             return await self._call_connected(entry, args, context)
-        return _failure(
-            "tool_not_found", f"Tool not found: {path}", {"path": path, **await self._suggest(path, context.principal)}
-        )
+        suggested = await self._suggest(path, principal, scope)
+        return _failure("tool_not_found", f"Tool not found: {path}", {"path": path, **suggested})
 
     async def _call_static(self, tool: StaticTool, args: Any, context: CallContext) -> JsonObject:
         try:
@@ -232,30 +243,56 @@ class Catalog:
         tool = self.tool(tool_id)
         if tool is not None:
             return tool.requires_approval
-        entry = await self._connected_tool(tool_id, principal)
+        entry = await self._connected_tool(tool_id, principal, None)
         return entry.tool.requires_approval if entry is not None else None
 
-    async def connected_slugs(self, principal: Principal) -> list[str]:
-        """The integrations the caller has a connection to (what the execute description lists)."""
+    async def connected_slugs(self, principal: Principal, scope: ToolkitScope | None = None) -> list[str]:
+        """The integrations the caller has a connection to (what the execute description lists); on a toolkit's
+        endpoint, those it shows a tool of."""
         if self._connected is None:
             return []
+        if scope is not None:
+            return sorted({entry.integration.slug for entry in (await self._view(principal, scope)).entries})
         return await self._connected.connected_integrations(principal)
 
-    async def _view(self, principal: Principal) -> View:
-        return await self._connected.view(principal) if self._connected is not None else EMPTY_VIEW
+    async def _view(self, principal: Principal, scope: ToolkitScope | None = None) -> View:
+        view = await self._connected.view(principal) if self._connected is not None else EMPTY_VIEW
+        return view if scope is None else self._narrow(view, principal, scope)
 
-    async def _connected_tool(self, path: str, principal: Principal) -> ToolEntry | None:
+    def _narrow(self, view: View, principal: Principal, scope: ToolkitScope) -> View:
+        """`view` as the toolkit shows it, kept while neither the view nor the toolkit changes."""
+        key = (principal.org_id or "", principal.account_id, scope.slug)
+        known = self._narrowed.get(key)
+        if known is not None and known[0] is view and known[1] == scope:
+            self._narrowed.move_to_end(key)
+            return known[2]
+        connected = self._connected
+        assert connected is not None or not view.entries
+        kept = narrowed(
+            view,
+            lambda entry: (
+                connected is not None
+                and scope.shows(entry.tool_id, connected.kind(entry.integration).read_only(entry.tool))
+            ),
+        )
+        self._narrowed[key] = (view, scope, kept)
+        while len(self._narrowed) > SEARCH_INDEX_CACHE:
+            self._narrowed.popitem(last=False)
+        return kept
+
+    async def _connected_tool(self, path: str, principal: Principal, scope: ToolkitScope | None) -> ToolEntry | None:
         address = parse_tool_address(path) if len(path) <= MAX_PATH_LENGTH else None
         if address is None or self._connected is None:
             return None
-        return (await self._view(principal)).tool(address)
+        return (await self._view(principal, scope)).tool(address)
 
-    async def _searchable(self, principal: Principal) -> "_Searchable":
-        """The caller's index: the static one when it reaches no connected tool, else its view's."""
-        view = await self._view(principal)
-        if not view.entries:
+    async def _searchable(self, principal: Principal, scope: ToolkitScope | None) -> "_Searchable":
+        """The caller's index: the static one when it reaches no connected tool, else its view's; on a toolkit's
+        endpoint, only what the toolkit shows."""
+        view = await self._view(principal, scope)
+        if not view.entries and scope is None:
             return self._static
-        key = (principal.org_id or "", principal.account_id)
+        key = (principal.org_id or "", principal.account_id, "" if scope is None else scope.slug)
         known = self._searchables.get(key)
         if known is not None and known[0] is view:
             self._searchables.move_to_end(key)
@@ -269,7 +306,10 @@ class Catalog:
             )
             for entry in view.entries
         ]
-        searchable = _Searchable([*self._static_entries, *connected])
+        static = self._static_entries
+        if scope is not None:
+            static = [entry for entry in static if self.tool(entry.path, scope) is not None]
+        searchable = _Searchable([*static, *connected])
         self._searchables[key] = (view, searchable)
         while len(self._searchables) > SEARCH_INDEX_CACHE:
             self._searchables.popitem(last=False)
@@ -277,7 +317,7 @@ class Catalog:
 
     # -- built-ins ----------------------------------------------------------------------------------
 
-    async def _search(self, args: Any, principal: Principal) -> JsonObject:
+    async def _search(self, args: Any, principal: Principal, scope: ToolkitScope | None) -> JsonObject:
         args = _options(args, "tools.search", "{ query?: string; namespace?: string; limit?: number; offset?: number }")
         query, namespace = args.get("query"), args.get("namespace")
         if query is not None and not isinstance(query, str):
@@ -286,7 +326,7 @@ class Catalog:
             raise ToolThrow("tools.search namespace must be a string when provided")
         limit, offset = _paging("tools.search", args)
         try:
-            page = await self._ranked(principal, query or "", namespace, limit, offset)
+            page = await self._ranked(principal, scope, query or "", namespace, limit, offset)
         except ranking.QueryTooLarge as refused:
             raise ToolThrow(f"tools.search {refused}") from None
         items = [
@@ -301,7 +341,7 @@ class Catalog:
         ]
         return {"items": items, "total": page.total, "hasMore": page.has_more, "nextOffset": page.next_offset}
 
-    async def _describe(self, args: Any, principal: Principal) -> JsonObject:
+    async def _describe(self, args: Any, principal: Principal, scope: ToolkitScope | None) -> JsonObject:
         if not isinstance(args, dict):
             raise ToolThrow("tools.describe.tool expects an object: { path: string }")
         if "includeSchemas" in args:
@@ -322,19 +362,19 @@ class Catalog:
                 "outputTypeScript": builtin.output_typescript,
                 "typeScriptDefinitions": {},
             }
-        tool = self.tool(path)
-        entry = None if tool is not None else await self._connected_tool(path, principal)
+        tool = self.tool(path, scope)
+        entry = None if tool is not None else await self._connected_tool(path, principal, scope)
         if entry is not None:
-            return describe_connected(entry, await self._view(principal))
+            return describe_connected(entry, await self._view(principal, scope))
         if tool is None:
             error: JsonObject = {"code": "tool_not_found", "message": f"Tool not found: {path}"}
-            error.update(await self._suggest(path, principal))
+            error.update(await self._suggest(path, principal, scope))
             return {"path": path, "name": path, "error": error}
         described: JsonObject = {"path": tool.id, "name": tool.name, "description": tool.description}
         described.update(describe_types(tool.input_schema, tool.output_schema))
         return described
 
-    async def _list_integrations(self, args: Any, principal: Principal) -> JsonObject:
+    async def _list_integrations(self, args: Any, principal: Principal, scope: ToolkitScope | None) -> JsonObject:
         args = _options(args, "tools.executor.integrations.list", "{ query?: string; limit?: number; offset?: number }")
         query = args.get("query")
         limit, offset = _paging("tools.executor.integrations.list", args)
@@ -344,7 +384,7 @@ class Catalog:
                 f"{MAX_INTEGRATIONS_QUERY_LENGTH} characters (got {len(query)})"
             )
         wanted = ranking.normalize(query) if isinstance(query, str) and query.strip() else None
-        summaries = await self.summaries(principal)
+        summaries = await self.summaries(principal, scope)
         matching = [
             summary
             for summary in summaries
@@ -360,13 +400,15 @@ class Catalog:
             "nextOffset": consumed if has_more else None,
         }
 
-    async def summaries(self, principal: Principal) -> list[JsonObject]:
+    async def summaries(self, principal: Principal, scope: ToolkitScope | None = None) -> list[JsonObject]:
         """Every integration the caller's catalog holds, built-in first, with its tool count (every tool
-        at every connection the caller sees, as search enumerates them)."""
-        view = await self._view(principal)
+        at every connection the caller sees, as search enumerates them); on a toolkit's endpoint, the
+        integrations it shows a tool of, counting those."""
+        view = await self._view(principal, scope)
         static = [
-            _summary(i.slug, i.name, i.description, i.kind, i.can_remove, i.can_refresh, len(i.tools))
+            _summary(i.slug, i.name, i.description, i.kind, i.can_remove, i.can_refresh, count)
             for i in self.integrations
+            if (count := sum(1 for tool in i.tools if self.tool(tool.id, scope) is not None)) or scope is None
         ]
         connected = [
             _summary(r.slug, r.name, r.description, r.kind, True, r.can_refresh, view.tool_count(r.slug))
@@ -374,7 +416,7 @@ class Catalog:
         ]
         return static + connected
 
-    async def _suggest(self, path: str, principal: Principal) -> JsonObject:
+    async def _suggest(self, path: str, principal: Principal, scope: ToolkitScope | None) -> JsonObject:
         """Up to five likely paths: the leaf name searched within the first segment, else everywhere.
 
         A path too large to be a tool's (or whose leaf is past the search bounds) gets no suggestions.
@@ -383,7 +425,7 @@ class Catalog:
             return {}
         address = parse_tool_address(path)
         if address is not None:
-            siblings = (await self._view(principal)).connection_tools(address)
+            siblings = (await self._view(principal, scope)).connection_tools(address)
             if siblings:
                 leaf = address.tool.lower()
                 near = [e for e in siblings if leaf in e.tool.name.lower() or leaf in e.tool.description.lower()]
@@ -393,7 +435,7 @@ class Catalog:
         found: list[tuple[ranking.Entry, int]] = []
         for namespace in (segments[0], None):
             try:
-                found = (await self._ranked(principal, leaf, namespace, MAX_SUGGESTIONS, 0)).items
+                found = (await self._ranked(principal, scope, leaf, namespace, MAX_SUGGESTIONS, 0)).items
             except ranking.QueryTooLarge:
                 continue
             if found:
@@ -401,10 +443,16 @@ class Catalog:
         return {"suggestions": [entry.path for entry, _ in found]} if found else {}
 
     async def _ranked(
-        self, principal: Principal, query: str, namespace: str | None, limit: int, offset: int
+        self,
+        principal: Principal,
+        scope: ToolkitScope | None,
+        query: str,
+        namespace: str | None,
+        limit: int,
+        offset: int,
     ) -> ranking.Page:
         """One search on the caller's index; large catalogs are indexed and searched in a worker thread."""
-        searchable = await self._searchable(principal)
+        searchable = await self._searchable(principal, scope)
         if not searchable.threaded:
             return (await searchable.index(self._threaded)).search(query, namespace, limit, offset)
         ranking.check_query(query, namespace)  # a refusal needs no thread

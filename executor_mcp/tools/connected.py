@@ -174,6 +174,7 @@ class ConnectedTools:
         return (
             StaticTool(
                 id="executor.openapi.previewSpec",
+                read_only=True,
                 integration="executor",
                 name="openapi.previewSpec",
                 description=(
@@ -216,6 +217,7 @@ class ConnectedTools:
             ),
             StaticTool(
                 id="executor.coreTools.connections.list",
+                read_only=True,
                 integration="executor",
                 name="connections.list",
                 description="List the connections you can use: the organization's and your own.",
@@ -286,6 +288,7 @@ class ConnectedTools:
             ),
             StaticTool(
                 id="executor.coreTools.integrations.detect",
+                read_only=True,
                 integration="executor",
                 name="integrations.detect",
                 description=(
@@ -389,6 +392,7 @@ class GraphqlTools:
         return (
             StaticTool(
                 id="executor.graphql.getIntegration",
+                read_only=True,
                 integration="executor",
                 name="graphql.getIntegration",
                 description="Show a GraphQL integration: its endpoint, where its schema comes from, its auth methods.",
@@ -492,6 +496,7 @@ class McpServerTools:
         return (
             StaticTool(
                 id="executor.mcp.probeEndpoint",
+                read_only=True,
                 integration="executor",
                 name="mcp.probeEndpoint",
                 description=(
@@ -513,6 +518,7 @@ class McpServerTools:
             ),
             StaticTool(
                 id="executor.mcp.getServer",
+                read_only=True,
                 integration="executor",
                 name="mcp.getServer",
                 description="Show an MCP server integration: its transport, endpoint or command, and auth templates.",

@@ -164,6 +164,7 @@ POLICY_TOOLS = (
         [],
         {"type": "object", "properties": {"policies": {"type": "array", "items": _POLICY}}, "required": ["policies"]},
         _list_policies,
+        read_only=True,
     ),
     core_tool(
         "policies",
@@ -239,6 +240,7 @@ def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | No
         tools=(
             StaticTool(
                 id="executor.coreTools.integrations.list",
+                read_only=True,
                 integration="executor",
                 name="integrations.list",
                 description="List the integrations available to this executor.",

@@ -256,6 +256,7 @@ class OAuthTools:
                     "required": ["clients"],
                 },
                 self.list_clients,
+                read_only=True,
             ),
             core_tool(
                 "oauth",
@@ -353,6 +354,7 @@ class OAuthTools:
                 ["url"],
                 _PROBE,
                 self.probe,
+                read_only=True,
             ),
             core_tool(
                 "oauth",

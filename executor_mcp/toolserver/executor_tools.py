@@ -62,6 +62,7 @@ from executor_mcp.execution.texts import (
 )
 from executor_mcp.logs import note
 from executor_mcp.policies.service import Policies
+from executor_mcp.policies.toolkit_service import Toolkits
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.protocol.results import text_result
 from executor_mcp.protocol.stateless import STATELESS_VERSIONS
@@ -164,6 +165,7 @@ class ExecutorTools:
     admission: Admission
     public_url: Callable[[], str]
     audit: Audit | None
+    toolkits: Toolkits
     executions: SharedExecutions | None = None  # with several instances: where a pause kept elsewhere is adopted
     _adopting: dict[str, trio.Event] = attrs.field(init=False, factory=dict)
     _registries: dict[tuple[bool, str], ToolRegistry] = attrs.field(init=False, factory=dict)
@@ -175,7 +177,9 @@ class ExecutorTools:
                 RegisteredTool(SKILLS_TOOL, self.skills),
             ]
         )
-        passthrough = ToolRegistry(list(PassthroughTools(self.run_code, self.catalog, self.policies).registered()))
+        passthrough = ToolRegistry(
+            list(PassthroughTools(self.run_code, self.catalog, self.policies, self.toolkits).registered())
+        )
         passthrough_resume = attrs.evolve(RESUME, description=PASSTHROUGH_RESUME_DESCRIPTION)
         passthrough_browser_resume = attrs.evolve(BROWSER_RESUME, description=PASSTHROUGH_BROWSER_DESCRIPTION)
         self._registries = {
@@ -258,7 +262,16 @@ class ExecutorTools:
         session = context.session
         inline = InlineAsk(session.client_capabilities, context.ask) if asks_inline(session) else None
         return SandboxCalls(
-            run, self.catalog, self.policies, self.approvals, session.owner, session.session_id, inline, self.audit
+            run,
+            self.catalog,
+            self.policies,
+            self.approvals,
+            session.owner,
+            session.session_id,
+            inline,
+            self.audit,
+            self.toolkits,
+            session.resource,
         )
 
     def start(self, run: Run, head: Head, context: ToolContext) -> None:
@@ -421,12 +434,16 @@ class ExecutorTools:
             return text_result(f'No skill named "{name}".\n\n{SKILLS_INDEX}', error=True)
         text = skill[1]
         if name == "execute":
-            block = inventory_block(await self.catalog.connected_slugs(context.session.owner))
+            block = inventory_block(await self.connected_slugs(context.session))
             text = text if block is None else f"{text}\n{block}"
         return text_result(text)
 
+    async def connected_slugs(self, meta: SessionMeta) -> list[str]:
+        """What the session's endpoint shows it is connected to (a toolkit's: what the toolkit shows)."""
+        return await self.catalog.connected_slugs(meta.owner, await self.toolkits.current(meta.owner, meta.resource))
+
     async def execute_listing(self, meta: SessionMeta) -> Tool:
-        block = inventory_block(await self.catalog.connected_slugs(meta.owner))
+        block = inventory_block(await self.connected_slugs(meta))
         return EXECUTE if block is None else attrs.evolve(EXECUTE, description=f"{EXECUTE_DESCRIPTION}\n\n{block}")
 
 

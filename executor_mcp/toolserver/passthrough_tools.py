@@ -23,6 +23,7 @@ from executor_mcp.execution.results import MAX_TEXT, truncate
 from executor_mcp.execution.texts import inventory_block
 from executor_mcp.integrations.addresses import MAX_CONNECTION_NAME, parse_tool_address, valid_slug
 from executor_mcp.policies.service import Policies
+from executor_mcp.policies.toolkit_service import Toolkits
 from executor_mcp.protocol.mcp import Tool
 from executor_mcp.protocol.results import text_result
 from executor_mcp.storage.records import SessionMeta
@@ -218,12 +219,15 @@ class PassthroughTools:
     run_code: RunCode
     catalog: Catalog
     policies: Policies
+    toolkits: Toolkits
 
     def registered(self) -> tuple[RegisteredTool, ...]:
         return (RegisteredTool(SEARCH, self.search, listing=self.search_listing), RegisteredTool(INVOKE, self.invoke))
 
     async def search(self, arguments: JsonObject, context: ToolContext) -> JsonObject:
-        call = CallContext(principal=context.session.owner, policies=self.policies, gate=_never_gated)
+        owner, resource = context.session.owner, context.session.resource
+        scope = await self.toolkits.current(owner, resource)
+        call = CallContext(principal=owner, policies=self.policies, gate=_never_gated, scope=scope)
         try:
             if "path" in arguments:
                 mixed = [field for field in SEARCH_FIELDS if field in arguments]
@@ -247,7 +251,8 @@ class PassthroughTools:
         return _answer(shortened_page(found, matches, start=options.get("offset", 0)))
 
     async def search_listing(self, meta: SessionMeta) -> Tool:
-        block = inventory_block(await self.catalog.connected_slugs(meta.owner))
+        scope = await self.toolkits.current(meta.owner, meta.resource)
+        block = inventory_block(await self.catalog.connected_slugs(meta.owner, scope))
         return SEARCH if block is None else attrs.evolve(SEARCH, description=f"{SEARCH_DESCRIPTION}\n\n{block}")
 
     async def invoke(self, arguments: JsonObject, context: ToolContext) -> JsonObject:

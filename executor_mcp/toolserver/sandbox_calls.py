@@ -18,6 +18,7 @@ from executor_mcp.audit.model import CUT_OFF, OK, AuditRecord
 from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.runs import PendingApprovals, Run
 from executor_mcp.policies.service import Policies
+from executor_mcp.policies.toolkit_service import Toolkits
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.approval import Gate, InlineAsk, audit_record, thrown_outcome
 from executor_mcp.tools.catalog import Catalog
@@ -30,9 +31,10 @@ Audit = Callable[[AuditRecord], Awaitable[None]]
 
 @attrs.frozen
 class SandboxCalls:
-    """The tool calls of one run of `owner`'s code in session `session_id`. With `inline` the gate asks the
-    client inline (native mode on a 2025 session); without, a gated call pauses the run for an answer. With
-    `audit`, each call's record goes there."""
+    """The tool calls of one run of `owner`'s code in session `session_id`, made through the endpoint `resource`
+    (a toolkit's scopes each call, as the toolkit is at that call). With `inline` the gate asks the client inline
+    (native mode on a 2025 session); without, a gated call pauses the run for an answer. With `audit`, each call's
+    record goes there."""
 
     run: Run
     catalog: Catalog
@@ -42,11 +44,14 @@ class SandboxCalls:
     session_id: str
     inline: InlineAsk | None
     audit: Audit | None
+    toolkits: Toolkits
+    resource: str
 
     async def invoke(self, call: ToolCall, args: Any) -> Any:
         """Run `tools.<call.path>(args)` for the sandbox: a value, or a `ToolThrow` that throws there."""
         await self.run.refuse_if_declined_before(call)
-        called = CallContext(principal=self.owner, policies=self.policies, gate=self.gate(call))
+        scope = await self.toolkits.current(self.owner, self.resource)
+        called = CallContext(principal=self.owner, policies=self.policies, gate=self.gate(call), scope=scope)
         if self.audit is None:
             return await self.catalog.invoke(call.path, args, called)
         return await self._audited(call, args, called, self.audit)

@@ -131,6 +131,7 @@ class Exchange:
 
     def __init__(self, scope: Any, receive: Any, send: Any, *, body_limit: int, body_seconds: float) -> None:
         self.method: str = scope["method"]
+        self.path: str = scope["path"]
         self.headers = RequestHeaders(scope["headers"])
         self._query: bytes = scope.get("query_string", b"")
         self._receive = receive
@@ -248,7 +249,8 @@ async def _let_a_departure_arrive() -> None:
 
 @attrs.define
 class Edge:
-    """The server's ASGI app: `path` served by `handle` on a bare `Exchange`, everything else by `fallback`."""
+    """The server's ASGI app: `path` and the paths under `path + "/toolkits/"` served by `handle` on a bare
+    `Exchange`, everything else by `fallback`."""
 
     path: str
     handle: Callable[[Exchange], Any]
@@ -258,11 +260,15 @@ class Edge:
     body_seconds: float
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == self.path:
+        if scope["type"] == "http" and (scope["path"] == self.path or scope["path"].startswith(self._toolkits)):
             exchange = Exchange(scope, receive, send, body_limit=self.body_limit, body_seconds=self.body_seconds)
             await exchange.serve(self.handle, self._finish)
         else:
             await self.fallback(scope, receive, send)
+
+    @property
+    def _toolkits(self) -> str:
+        return self.path + "/toolkits/"
 
     def _finish(self, exchange: Exchange) -> Finish:
         return decide_finish(self.guard, exchange.headers, body_owed=exchange.body_owed, console=False)

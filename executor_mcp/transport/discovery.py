@@ -9,9 +9,9 @@ exactly the advertised scopes, and without it they get no refresh token.
 import attrs
 
 from executor_mcp.codec import JsonObject
+from executor_mcp.protocol.resources import MCP_PATH
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
-MCP_PATH = "/mcp"
 # The JSON APIs (policies, integrations, sessions, audit, approvals) live under it.
 API_PREFIX = "/api"
 SCOPES = ["openid", "profile", "email", "offline_access"]
@@ -29,12 +29,18 @@ class PublicUrl:
 
     @property
     def metadata_url(self) -> str:
-        return self.value + METADATA_PATH + MCP_PATH
+        return self.metadata_url_for(MCP_PATH)
+
+    def metadata_url_for(self, resource: str) -> str:
+        """Where the metadata of the endpoint at `resource` (`/mcp`, `/mcp/toolkits/<slug>`) is (RFC 9728)."""
+        return self.value + METADATA_PATH + resource
 
 
-def protected_resource_metadata(public: PublicUrl, authorization_servers: tuple[str, ...]) -> JsonObject:
+def protected_resource_metadata(
+    public: PublicUrl, authorization_servers: tuple[str, ...], resource: str = MCP_PATH
+) -> JsonObject:
     return {
-        "resource": public.resource,
+        "resource": public.value + resource,
         "authorization_servers": list(authorization_servers),
         "bearer_methods_supported": ["header"],
         "scopes_supported": SCOPES,

@@ -1,4 +1,7 @@
-"""The `/mcp` endpoint: Streamable HTTP on a bare ASGI exchange (`asgi.py`); `routes.py` assembles it with the rest.
+"""The MCP endpoints, `/mcp` and each toolkit's `/mcp/toolkits/<slug>`: Streamable HTTP on a bare ASGI exchange
+(`asgi.py`); `routes.py` assembles them with the rest. A toolkit's endpoint is the same endpoint bound to another
+resource: its sessions belong to it, and its calls are narrowed by the toolkit (`policies/toolkits.py`). A toolkit
+the bearer cannot see is not found; an API key bound to a toolkit is refused at every other endpoint.
 
 Checks run in a fixed order, each refusing with its exact envelope: (with `--auth none`, on every route
 and before routing) `Host` and `Origin`, then method, authentication, headers,
@@ -17,10 +20,12 @@ from collections.abc import AsyncGenerator
 
 import trio
 
-from executor_mcp.auth.principal import Authenticator, Forbidden, Principal
+from executor_mcp.auth.principal import EndpointAuthenticator, Forbidden, Principal, refuse_elsewhere
 from executor_mcp.codec import dumps
 from executor_mcp.logs import note
 from executor_mcp.observability.metrics import rpc_method_of
+from executor_mcp.policies.toolkit_service import Toolkits
+from executor_mcp.policies.toolkits import SLUG
 from executor_mcp.protocol.errors import (
     Code,
     Refusal,
@@ -49,6 +54,7 @@ from executor_mcp.protocol.mcp import (
     negotiate_version,
     structure_params,
 )
+from executor_mcp.protocol.resources import MCP_PATH, slug_of
 from executor_mcp.protocol.stateless import is_stateless, stateless_by_header
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.sessions.session import Session
@@ -57,14 +63,12 @@ from executor_mcp.storage.interfaces import store_unavailable
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import Answer, Exchange
 from executor_mcp.transport.browser import BrowserGuard
-from executor_mcp.transport.discovery import MCP_PATH
 from executor_mcp.transport.sse import PRIMING, parse_event_id
 from executor_mcp.transport.stateless import StatelessEndpoint, session_modes
 from executor_mcp.transport.streaming import listen_events, stream_events
 
 log = logging.getLogger(__name__)
 
-RESOURCE = MCP_PATH
 STREAMING_METHODS = frozenset({"tools/call"})
 _ALLOWED = ("GET", "POST", "DELETE", "OPTIONS")
 # Every method reaches the policies API, which routes them itself and answers its own JSON errors.
@@ -76,12 +80,18 @@ STATELESS_ONLY_POST = {"Content-Type": rules.JSON, "Allow": "POST"}
 
 class McpEndpoint:
     def __init__(
-        self, manager: SessionManager, authenticator: Authenticator, guard: BrowserGuard, stateless: StatelessEndpoint
+        self,
+        manager: SessionManager,
+        authenticator: EndpointAuthenticator,
+        guard: BrowserGuard,
+        stateless: StatelessEndpoint,
+        toolkits: Toolkits,
     ) -> None:
         self._manager = manager
         self._auth = authenticator
         self._guard = guard
         self._stateless = stateless
+        self._toolkits = toolkits
 
     async def serve(self, exchange: Exchange) -> Answer:
         """The answer to one exchange, refusals and defects included (the edge adds CORS and `Connection`)."""
@@ -99,18 +109,23 @@ class McpEndpoint:
             return Answer(204, headers=dict(rules.PREFLIGHT))
         if exchange.method not in _ALLOWED:
             raise Refused(Refusal.METHOD_NOT_ALLOWED)
-        principal = await self._authenticate(exchange)
+        resource = _resource(exchange.path)
+        principal = await self._authenticate(exchange, resource)
+        refuse_elsewhere(principal, resource)
+        slug = slug_of(resource)
+        if slug is not None and exchange.method != "DELETE" and await self._toolkits.scope(principal, slug) is None:
+            raise Refused(Refusal.TOOLKIT_NOT_FOUND)  # another org's, another member's, or none: all alike
         if exchange.method == "POST":
-            return await self._post(exchange, principal)
+            return await self._post(exchange, principal, resource)
         if stateless_by_header(exchange.headers):  # 2026 has no GET stream and no session to DELETE
             return Answer(405, dumps(envelope_body(Refused(Refusal.METHOD_NOT_ALLOWED))), STATELESS_ONLY_POST)
         if exchange.method == "GET":
-            return await self._get(exchange, principal)
-        return await self._delete(exchange, principal)
+            return await self._get(exchange, principal, resource)
+        return await self._delete(exchange, principal, resource)
 
-    async def _authenticate(self, exchange: Exchange) -> Principal:
+    async def _authenticate(self, exchange: Exchange, resource: str) -> Principal:
         try:
-            return await self._auth.authenticate(exchange.headers)
+            return await self._auth.authenticate_endpoint(exchange.headers, resource)
         except Forbidden as refused:
             # A definitive "no organization" ends the session it names, if this account in this org owns it.
             session_id = exchange.headers.get(rules.SESSION_HEADER, "").strip()
@@ -119,7 +134,7 @@ class McpEndpoint:
                     await self._manager.evict(session_id, owned_by=refused.owner)
             raise
 
-    async def _post(self, exchange: Exchange, principal: Principal) -> Answer:
+    async def _post(self, exchange: Exchange, principal: Principal, resource: str) -> Answer:
         headers = exchange.headers
         rules.require_post_accept(headers)
         rules.require_json_body(headers)
@@ -132,7 +147,7 @@ class McpEndpoint:
             raise Refused(Refusal.INVALID_MESSAGE) from None
         note(jsonrpc_method=rpc_method_of(messages, batch))
         if is_stateless(headers, messages, batch):
-            return await self._stateless.post(exchange, principal, messages, batch)
+            return await self._stateless.post(exchange, principal, messages, batch, resource)
         requests = [m for m in messages if isinstance(m, Request)]
         # A 2025 request of 2026's first method: not one of this era's (a 2026 client then falls back).
         discover = next((r for r in requests if r.method == DISCOVER_METHOD), None)
@@ -144,11 +159,11 @@ class McpEndpoint:
                 raise Refused(Refusal.INITIALIZE_WITH_SESSION)
             if len(messages) > 1:
                 raise Refused(Refusal.INITIALIZE_IN_BATCH)
-            return await self._initialize(exchange, initializes[0], raw, principal)
+            return await self._initialize(exchange, initializes[0], raw, principal, resource)
 
         session_id = rules.require_session_id(headers)
         rules.protocol_version(headers)
-        session = await self._manager.acquire(session_id, principal, RESOURCE)
+        session = await self._manager.acquire(session_id, principal, resource)
         for message in messages:
             if not isinstance(message, Request):
                 session.receive(message)
@@ -161,7 +176,9 @@ class McpEndpoint:
             return _event_stream(stream_events(session, stream, calls), primed=True)
         return await self._json_answer(session, stream, calls, batch)
 
-    async def _initialize(self, exchange: Exchange, message: Request, raw: bytes, principal: Principal) -> Answer:
+    async def _initialize(
+        self, exchange: Exchange, message: Request, raw: bytes, principal: Principal, resource: str
+    ) -> Answer:
         # Everything is checked before anything is created: a refused initialize leaves no file behind.
         try:
             params: InitializeParams = structure_params(message.params, InitializeParams)
@@ -172,7 +189,7 @@ class McpEndpoint:
         version = negotiate_version(params.protocol_version)
         # Chosen once, at creation.
         elicitation, mode = session_modes(exchange)
-        session = await self._manager.create(principal, RESOURCE, params, version, raw, elicitation, mode)
+        session = await self._manager.create(principal, resource, params, version, raw, elicitation, mode)
         answer = RpcResponse(id=message.id, result=initialize_result(version))
         return _answer_json(encode_message(answer), headers={rules.SESSION_HEADER: session.id})
 
@@ -190,21 +207,29 @@ class McpEndpoint:
         body = b"[" + b",".join(answers) + b"]" if batch else answers[0]
         return Answer(200, body, {"Content-Type": rules.JSON})
 
-    async def _get(self, exchange: Exchange, principal: Principal) -> Answer:
+    async def _get(self, exchange: Exchange, principal: Principal, resource: str) -> Answer:
         headers = exchange.headers
         rules.require_stream_accept(headers)
         session_id = rules.require_session_id(headers)
         rules.protocol_version(headers)
-        session = await self._manager.acquire(session_id, principal, RESOURCE)
+        session = await self._manager.acquire(session_id, principal, resource)
         resume_from = parse_event_id(headers.get("last-event-id", ""))
         return _event_stream(listen_events(session, session.listen(), resume_from))
 
-    async def _delete(self, exchange: Exchange, principal: Principal) -> Answer:
+    async def _delete(self, exchange: Exchange, principal: Principal, resource: str) -> Answer:
         session_id = exchange.headers.get(rules.SESSION_HEADER, "").strip()
         if session_id:
-            session = await self._manager.acquire(session_id, principal, RESOURCE, activity=False)
+            session = await self._manager.acquire(session_id, principal, resource, activity=False)
             await self._manager.terminate(session)
         return _empty(200)
+
+
+def _resource(path: str) -> str:
+    """The endpoint a path asks for: `/mcp`, or a toolkit's (a slug of the toolkit grammar, else not found)."""
+    slug = slug_of(path)
+    if slug is not None and not SLUG.match(slug):
+        raise Refused(Refusal.TOOLKIT_NOT_FOUND)
+    return path if slug is not None else MCP_PATH
 
 
 def _event_stream(events: AsyncGenerator[bytes, None], *, primed: bool = False) -> Answer:

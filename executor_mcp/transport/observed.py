@@ -24,7 +24,7 @@ from typing import Any
 
 from quart import Quart, Response, request
 
-from executor_mcp.auth.principal import Authenticator, Principal
+from executor_mcp.auth.principal import EndpointAuthenticator, Principal
 from executor_mcp.codec import dumps
 from executor_mcp.logs import (
     RequestLog,
@@ -39,6 +39,7 @@ from executor_mcp.logs import (
 from executor_mcp.observability.health import Health, Readiness
 from executor_mcp.observability.metrics import CONTENT_TYPE, Metrics
 from executor_mcp.protocol.http import HeaderLookup
+from executor_mcp.protocol.resources import MCP_PATH
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import AsgiApp
 
@@ -116,11 +117,16 @@ def _session_of(headers: list[tuple[bytes, bytes]]) -> str | None:
 class NotedAuthenticator:
     """`inner`, noting who authenticated in the request's log context."""
 
-    def __init__(self, inner: Authenticator) -> None:
+    def __init__(self, inner: EndpointAuthenticator) -> None:
         self._inner = inner
 
     async def authenticate(self, headers: HeaderLookup) -> Principal:
         principal = await self._inner.authenticate(headers)
+        note(account=principal.account_id, org=principal.org_id)
+        return principal
+
+    async def authenticate_endpoint(self, headers: HeaderLookup, resource: str = MCP_PATH) -> Principal:
+        principal = await self._inner.authenticate_endpoint(headers, resource)
         note(account=principal.account_id, org=principal.org_id)
         return principal
 

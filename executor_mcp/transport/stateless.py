@@ -41,13 +41,15 @@ _STREAM_HEADERS = {"Content-Type": rules.EVENT_STREAM, "Cache-Control": "no-cach
 
 
 class StatelessEndpoint:
-    def __init__(self, manager: SessionManager, calls: StatelessCalls, resource: str) -> None:
+    def __init__(self, manager: SessionManager, calls: StatelessCalls) -> None:
         self._manager = manager
         self._calls = calls
-        self._resource = resource
 
-    async def post(self, exchange: Exchange, principal: Principal, messages: list[Message], batch: bool) -> Answer:
-        """The answer to a 2026 POST; a refusal of the server's own (a restart, say) is raised as `Refused`."""
+    async def post(
+        self, exchange: Exchange, principal: Principal, messages: list[Message], batch: bool, resource: str
+    ) -> Answer:
+        """The answer to a 2026 POST at the endpoint `resource` (whose workspace serves it); a refusal of the
+        server's own (a restart, say) is raised as `Refused`."""
         if batch or len(messages) != 1:
             return _error(None, Code.INVALID_REQUEST, "Invalid Request: a request must be sent alone, not in a batch")
         message = messages[0]
@@ -62,7 +64,7 @@ class StatelessEndpoint:
         if message.method == DISCOVER_METHOD:
             return _json(encode_message(Response(id=message.id, result=discover_result())))
         try:
-            session = await self._manager.workspace(principal, self._resource, *session_modes(exchange))
+            session = await self._manager.workspace(principal, resource, *session_modes(exchange))
             return await self._call(session, validated)
         except Refused as refused:
             raise Refused(

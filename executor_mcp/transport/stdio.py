@@ -85,9 +85,10 @@ class _Reply:
 
 
 class StdioBridge:
-    def __init__(self, pipe: Pipe, query: bytes = b"") -> None:
+    def __init__(self, pipe: Pipe, query: bytes = b"", path: str = MCP_PATH) -> None:
         self._pipe = pipe
         self._query = query  # the URL modes (`elicitation_mode`, `mode`) the command line chose
+        self._path = path  # the endpoint: `/mcp`, or the toolkit's `--toolkit` named
         self._write_lock = trio.Lock()
         self._in_flight = trio.Semaphore(MAX_IN_FLIGHT)
         self._idle = trio.Event()  # nothing in flight
@@ -198,7 +199,7 @@ class StdioBridge:
                     reply.lines.append(line)
                 await self._write(line)
 
-        await app(_scope("POST", headers, self._query), _body_then_wait(body), send)
+        await app(_scope("POST", self._path, headers, self._query), _body_then_wait(body), send)
         return reply
 
     async def _write(self, line: bytes) -> None:
@@ -237,15 +238,15 @@ class _EventLines:
         return lines
 
 
-def _scope(method: str, headers: dict[str, str], query: bytes) -> dict[str, Any]:
+def _scope(method: str, path: str, headers: dict[str, str], query: bytes) -> dict[str, Any]:
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
         "method": method,
         "scheme": "http",
-        "path": MCP_PATH,
-        "raw_path": MCP_PATH.encode(),
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": query,
         "root_path": "",
         "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],

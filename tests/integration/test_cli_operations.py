@@ -34,14 +34,16 @@ LISTINGS = [
     ("keys", "list"),
     ("sessions", "list"),
     ("policies", "list", "--org", "local"),
+    ("toolkits", "list", "--org", "local"),
     ("integrations", "list"),
     ("connections", "list"),
 ]
 HEADERS = {
     "orgs": ["ORG", "STATE", "FIRST", "SEEN", "CHANGED"],
-    "keys": ["ID", "STATE", "ROLE", "ACCOUNT", "ORG", "CREATED"],
+    "keys": ["ID", "STATE", "ROLE", "ACCOUNT", "ORG", "TOOLKIT", "CREATED"],
     "sessions": ["ID", "STATE", "ACCOUNT", "ORG", "RESOURCE", "CREATED", "ACTIVE"],
     "policies": ["ID", "OWNER", "PATTERN", "ACTION", "POSITION"],
+    "toolkits": ["ID", "OWNER", "SLUG", "NAME", "ROWS"],
     "integrations": ["SLUG", "KIND", "NAME", "SOURCE"],
     "connections": ["ADDRESS", "TEMPLATE", "PROVIDER", "DESCRIPTION"],
 }
@@ -247,6 +249,8 @@ async def test_every_listing_has_json_without_secrets(
     policy = await cli(
         "policies", "add", "--org", "local", "--pattern", "items.*", "--action", "block", "--data-dir", data_dir
     )
+    toolkit = await cli("toolkits", "create", "--org", "local", "--name", "Items", "--data-dir", data_dir)
+    assert toolkit.returncode == 0, toolkit.stderr
     spec = tmp_path / "items.json"
     spec.write_text(json.dumps(items_spec("http://127.0.0.1:9")))
     added = await cli("integrations", "add-openapi", "--slug", "items", "--file", str(spec), "--data-dir", data_dir)
@@ -281,6 +285,7 @@ async def test_every_listing_has_json_without_secrets(
     assert [(p["id"], p["pattern"], p["action"]) for p in listed["policies"]] == [
         (policy.stdout.decode().strip(), "items.*", "block")
     ]
+    assert [(t["id"], t["slug"]) for t in listed["toolkits"]] == [(toolkit.stdout.decode().strip(), "items")]
     assert [i["slug"] for i in listed["integrations"]] == ["items"]
     assert [(c["address"], c["template"]) for c in listed["connections"]] == [("tools.items.org.main", "apikey-0")]
 
@@ -299,6 +304,7 @@ async def test_empty_listings_say_so_and_json_is_an_empty_list(data_dir: Path) -
         "keys": "no API keys",
         "sessions": "no sessions",
         "policies": "no policies in organization local",
+        "toolkits": "no toolkits in organization local",
         "integrations": "no integrations in organization local",
         "connections": "no connections in organization local",
     }

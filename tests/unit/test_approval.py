@@ -42,7 +42,7 @@ class FixedPolicies:
         self.decision = decision
         self.asked: list[tuple[str, bool]] = []
 
-    async def decide(self, principal: Owner, tool_id: str, requires_approval: bool) -> Decision:
+    async def decide(self, principal: Owner, tool_id: str, requires_approval: bool, scope: object = None) -> Decision:
         self.asked.append((tool_id, requires_approval))
         return self.decision
 

@@ -14,6 +14,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Slot
 from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.runs import PendingApprovals, Run
+from executor_mcp.policies.toolkit_service import Toolkits
 from executor_mcp.protocol.results import text_block, text_result, tool_result
 from executor_mcp.storage.records import (
     BROWSER_ELICITATION,
@@ -42,7 +43,7 @@ def _meta(elicitation_mode: str = MODEL_ELICITATION, mode: str = "execute", vers
 def _tools(approvals: PendingApprovals | None = None) -> ExecutorTools:
     approvals = approvals or PendingApprovals(approval_window=60)
     nothing: Any = None  # neither is reached by what these tests call
-    return ExecutorTools(nothing, Catalog([]), nothing, approvals, Admission(1), lambda: "http://x", None)
+    return ExecutorTools(nothing, Catalog([]), nothing, approvals, Admission(1), lambda: "http://x", None, nothing)
 
 
 def _context(meta: SessionMeta) -> ToolContext:
@@ -130,7 +131,16 @@ def _calls(catalog: FakeCatalog, audit: list[AuditRecord] | None, inline: Inline
 
     nothing: Any = None
     return SandboxCalls(
-        run, cast(Any, catalog), nothing, approvals, ALICE, "s1", inline, record if audit is not None else None
+        run,
+        cast(Any, catalog),
+        nothing,
+        approvals,
+        ALICE,
+        "s1",
+        inline,
+        record if audit is not None else None,
+        Toolkits(nothing),
+        "/mcp",
     )
 
 

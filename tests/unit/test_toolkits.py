@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from executor_mcp.policies.model import Action, Rule, RuleOwner, decide
 from executor_mcp.policies.service import PolicyError
 from executor_mcp.policies.toolkit_service import ToolkitError, ToolkitForbidden, Toolkits
-from executor_mcp.policies.toolkits import ConnectionLevel, Level, ToolkitScope, in_order, slug_from, slug_of
+from executor_mcp.policies.toolkits import ConnectionLevel, Level, ToolkitScope, in_order, slug_from
+from executor_mcp.protocol.resources import slug_of
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.records import Owner
 

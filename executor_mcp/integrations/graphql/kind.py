@@ -207,6 +207,9 @@ class GraphqlKind:
     def check_arguments(self, tool: ToolDef, args: Any) -> None:
         build_operation(self.binding(tool), args)
 
+    def read_only(self, tool: ToolDef) -> bool:
+        return self.binding(tool).operation == "query"
+
     def _request(
         self, integration: IntegrationRecord, template: str, credentials: Mapping[str, str | None], payload: JsonObject
     ) -> OutboundRequest | CredentialMissing:

@@ -175,6 +175,12 @@ class McpKind:
         if args is not None and not isinstance(args, dict):
             raise ArgumentsRefused("MCP tool arguments must be an object")
 
+    def read_only(self, tool: ToolDef) -> bool:
+        """The server's own `readOnlyHint` (a hint: the server is trusted as far as its connection is)."""
+        mcp = tool.binding.get("mcp")
+        annotations = mcp.get("annotations") if isinstance(mcp, dict) else None
+        return isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+
     # -- targets ------------------------------------------------------------------------------------
 
     def target(

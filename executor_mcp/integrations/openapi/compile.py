@@ -35,6 +35,9 @@ from executor_mcp.records.integrations import AuthMethod, CompiledCatalog, ToolD
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 WRITE_METHODS = ("post", "put", "patch", "delete")
+# Without side effects by HTTP's definition: what a toolkit's `read` level shows (OPTIONS and TRACE are not
+# operations anyone means to expose as reads).
+READ_METHODS = ("get", "head")
 OCTET_STREAM = "application/octet-stream"
 NDJSON_MEDIA_TYPES = ("application/stream+json", "application/x-ndjson", "application/jsonl")
 MAX_COMPILED_VALUES = 20_000_000  # every value of every tool's schemas and the defs, counted as stored

@@ -14,6 +14,7 @@ from executor_mcp.integrations.oauth_discovery import discover
 from executor_mcp.integrations.openapi import auth, request, response
 from executor_mcp.integrations.openapi.binding import Binding
 from executor_mcp.integrations.openapi.compile import (
+    READ_METHODS,
     CompiledSpec,
     compile_spec,
     decode_compiled,
@@ -165,6 +166,9 @@ class OpenApiKind:
 
     def check_arguments(self, tool: ToolDef, args: Any) -> None:
         request.check_arguments(self.binding(tool), args)
+
+    def read_only(self, tool: ToolDef) -> bool:
+        return self.binding(tool).method in READ_METHODS
 
     async def invoke(self, invocation: Invocation) -> JsonObject:
         integration, connection = invocation.integration, invocation.connection
