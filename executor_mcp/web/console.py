@@ -68,6 +68,7 @@ SECTIONS = (
     ("integrations", "/integrations", "Integrations", "The APIs agents can reach, and their tools"),
     ("connections", "/connections", "Connections", "Credentials for those APIs, and connect links"),
     ("policies", "/policies", "Policies", "Which tool calls run, ask first, or are blocked"),
+    ("toolkits", "/toolkits", "Toolkits", "Scoped MCP endpoints: which tools each shows, under which rules"),
     ("sessions", "/sessions", "Sessions", "MCP sessions of your account"),
     ("audit", "/audit", "Audit", "Recent tool calls: who made them, what was decided, how they ended"),
 )
