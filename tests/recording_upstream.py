@@ -126,3 +126,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+LISTEN_PORTS = range(20_000, 32_000)
+
+
+def listen_port() -> int:
+    """A port for a server the test starts later but must name first (a proxy's configuration, a public URL):
+    free now, and below the ephemeral range, where the kernel never picks the local port of an outgoing connection
+    (a port from `free_port` was once taken by an instance's database connection before the server bound it)."""
+    import random
+    import socket
+
+    for _ in range(100):
+        port = random.choice(LISTEN_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")

@@ -26,7 +26,7 @@ from tests.conftest import ServerUnderTest, jwt_server
 from tests.integration.test_oauth_connections import ADMIN, READ, ResourceServer, World, orders_spec
 from tests.nginx import nginx
 from tests.oauth_provider import oauth_provider
-from tests.recording_upstream import free_port
+from tests.recording_upstream import listen_port
 from tests.upstream import start_upstream
 
 pytestmark = pytest.mark.slow
@@ -78,7 +78,7 @@ class HttpsWorld:
 @pytest.fixture
 async def https_world(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> AsyncIterator[HttpsWorld]:
     cert, key = loopback_certificate(tmp_path)
-    port = free_port()
+    port = listen_port()
     public = f"https://127.0.0.1:{port}"
     async with (
         oauth_provider(metadata_documents_ca=cert) as provider,

@@ -14,8 +14,8 @@ import trio
 
 from tests.browser import chromium
 from tests.conftest import ServerUnderTest, jwt_server
-from tests.integration.test_cli_operations import free_port
 from tests.oauth_provider import OAuthProvider, SsoClient, oauth_provider
+from tests.recording_upstream import listen_port
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ class Sso:
 
 @pytest.fixture
 async def sso(nursery: trio.Nursery, data_dir: Path, tmp_path: Path) -> AsyncIterator[Sso]:
-    port = free_port()
+    port = listen_port()
     public = f"http://127.0.0.1:{port}"
     secret = tmp_path / "oidc-secret"
     secret.write_text(CLIENT_SECRET + "\n")

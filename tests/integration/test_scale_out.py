@@ -23,13 +23,14 @@ from executor_mcp.config import SECRET_KEY_ENV
 from executor_mcp.proxy_config import Instance, render
 from tests.auth_support import SECRET, bearer, mint
 from tests.haproxy import haproxy
-from tests.integration.test_cli_operations import cli, free_port
+from tests.integration.test_cli_operations import cli
 from tests.integration.test_stateless_wire import FORM, call_body, send
 from tests.integration.test_stateless_wire import result_of as wire_result
 from tests.mcp_http import envelope, initialize_body, post, sse_messages
 from tests.nginx import nginx
 from tests.postgres import PostgresServer
 from tests.process import ServerProcess, server_process
+from tests.recording_upstream import listen_port
 
 pytestmark = pytest.mark.slow
 
@@ -83,8 +84,8 @@ async def cluster(
 ) -> AsyncIterator[Cluster]:
     monkeypatch.setenv(SECRET_KEY_ENV, "one key for the whole cluster")
     (tmp_path / "jwt-secret").write_bytes(SECRET)
-    cluster = Cluster(tmp_path, postgres.new_database(), {"a": free_port(), "b": free_port()})
-    listen = free_port()
+    cluster = Cluster(tmp_path, postgres.new_database(), {"a": listen_port(), "b": listen_port()})
+    listen = listen_port()
     cluster.proxy = f"http://127.0.0.1:{listen}"
     generated = render(
         request.param,
