@@ -27,7 +27,7 @@ from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import BearerAuth, EndpointAuthenticator, NoAuth
 from executor_mcp.auth.tokens import JwksKeys, TokenVerifier
-from executor_mcp.background import once
+from executor_mcp.background import forever, once
 from executor_mcp.config import (
     DEFAULT_EXECUTIONS_PER_ACCOUNT,
     ConfigError,
@@ -57,6 +57,7 @@ from executor_mcp.storage.control import ControlPlane, open_control_plane
 from executor_mcp.storage.ownership import DataDirInUse
 from executor_mcp.storage.postgres.database import Database
 from executor_mcp.tools.core import build_catalog
+from executor_mcp.tools.rates import OperatorLimits, Rates
 from executor_mcp.toolserver.executor_tools import ExecutorTools
 from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.toolserver.stateless import StatelessCalls
@@ -291,7 +292,13 @@ async def _serve(
         await audit.record(record)
 
     links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
-    catalog = build_catalog(integrations, links)
+    operator_limits = OperatorLimits(
+        org=settings.tool_calls_per_minute_per_org,
+        account=settings.tool_calls_per_minute_per_account,
+        connection=settings.tool_calls_per_minute_per_connection,
+    )
+    rates = Rates(control.rates, control.orgs, operator_limits)
+    catalog = build_catalog(integrations, links, rates)
     # The pauses waiting for an approval: the MCP tools open and resume them, the console's approvals pages
     # answer them.
     approvals = PendingApprovals(approval_window=settings.approval_window)
@@ -368,6 +375,7 @@ async def _serve(
         operations=operations,
         audit=audit,
         sso=sso,
+        rates=rates,
     )
     app = Observed(edge, metrics, secret_paths=(CONNECT_PATH, LINK_PATH, OAUTH_CALLBACK_PATH))
     stop = trio.Event()
@@ -389,6 +397,7 @@ async def _serve(
             await root.start(audit.run)
             await root.start(manager.run)
             root.start_soon(integrations.discoveries.refresh_stale)
+            root.start_soon(forever, "forgetting expired rate-limit counts", control.rates.forget_expired, 60.0)
             if integrations.oauth is not None:
                 root.start_soon(integrations.oauth.sweep_expired)
 

@@ -59,6 +59,9 @@ class Settings:
     execution_journal_limit: int = 64
     sandbox_workers: int = 64
     max_executions_per_account: int | None = None  # default: `app.executions_per_account`
+    tool_calls_per_minute_per_org: int | None = None
+    tool_calls_per_minute_per_account: int | None = None
+    tool_calls_per_minute_per_connection: int | None = None
     approval_window: float = 240.0
     session_timeout: float = 300.0
     paused_session_idle_timeout: float = 540.0
@@ -388,6 +391,24 @@ OPTIONS = (
         "executions one account may have running or paused at once in an org; one more is refused",
         default=f"{DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt; with --auth none, what the pool gives its one "
         "account (56 of 64 workers)",
+    ),
+    Option(
+        "tool_calls_per_minute_per_org",
+        _positive_int,
+        "tool calls one org may make a minute (a burst of as many, then evenly); one more answers rate_limited",
+        default="none",
+    ),
+    Option(
+        "tool_calls_per_minute_per_account",
+        _positive_int,
+        "tool calls one account in an org may make a minute; one more answers rate_limited",
+        default="none",
+    ),
+    Option(
+        "tool_calls_per_minute_per_connection",
+        _positive_int,
+        "tool calls made at one connection a minute; one more answers rate_limited",
+        default="none",
     ),
     Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval"),
     Option(

@@ -36,6 +36,7 @@ from executor_mcp.protocol.jsonrpc import encode_message, error_response
 from executor_mcp.protocol.resources import TOOLKITS_PATH, resource_for
 from executor_mcp.sessions.manager import SessionManager
 from executor_mcp.tools.catalog import Catalog
+from executor_mcp.tools.rates import Rates
 from executor_mcp.toolserver.stateless import StatelessCalls
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport import last_write
@@ -46,6 +47,7 @@ from executor_mcp.transport.browser import BrowserGuard
 from executor_mcp.transport.discovery import API_PREFIX, MCP_PATH, METADATA_PATH, PublicUrl, protected_resource_metadata
 from executor_mcp.transport.endpoint import POLICY_API_METHODS, McpEndpoint, defect_refusal
 from executor_mcp.transport.integrations_api import IntegrationsApi, body_limit
+from executor_mcp.transport.limits_api import LimitsApi
 from executor_mcp.transport.oauth_api import ClientMetadataDocument
 from executor_mcp.transport.observed import Operations
 from executor_mcp.transport.policies_api import PoliciesApi
@@ -172,6 +174,7 @@ def create_app(
     operations: Operations | None = None,
     audit: AuditTrail | None = None,
     sso: SingleSignOn | None = None,
+    rates: Rates | None = None,
 ) -> Edge:
     """The HTTP app: `/mcp` on a bare exchange, the rest on Quart. `browser` is the `--auth none` Origin/Host guard
     (off by default, as with bearers). Without `integrations`, the integrations API's routes are absent; without
@@ -180,7 +183,8 @@ def create_app(
     approval annotation, and the console's integrations and connections pages list its built-in tools; without it
     those pages are absent; without `approvals` (the book of paused executions), the approvals API and pages.
     `stateless_calls` serves the 2026 requests' tool calls; `operations`, `/healthz`, `/readyz` and `/metrics`;
-    `audit`, `/api/audit` (and, with a console, its `/audit` page); `sso`, the console's single sign-on."""
+    `audit`, `/api/audit` (and, with a console, its `/audit` page); `sso`, the console's single sign-on; `rates`,
+    `/api/limits`."""
     last_write.install()
     guard = browser or BrowserGuard(enabled=False)
     # No static folder: Quart's default `/static/<path>` route would answer (even OPTIONS) with HTML.
@@ -222,6 +226,8 @@ def create_app(
         provide_automatic_options=False,
     )
     ToolkitsApi(toolkits, api_auth).register(app)
+    if rates is not None:
+        LimitsApi(rates, api_auth).register(app)
     SessionsApi(manager, api_auth).register(app)
     if audit is not None:
         AuditApi(audit, api_auth).register(app)

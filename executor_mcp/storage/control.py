@@ -27,6 +27,7 @@ from executor_mcp.storage.interfaces import (
     OrgStore,
     PausedDirectory,
     PolicyStore,
+    RateStore,
     SecretStore,
     SessionDirectory,
     SharedExecutions,
@@ -40,6 +41,7 @@ from executor_mcp.storage.lmdb.console import LmdbDataDirFacts, LmdbSigningKeys,
 from executor_mcp.storage.lmdb.oauth import LmdbOAuth
 from executor_mcp.storage.lmdb.orgs import LmdbApiKeys, LmdbOrgs
 from executor_mcp.storage.lmdb.policies import LmdbPolicies
+from executor_mcp.storage.lmdb.rates import MemoryRates
 from executor_mcp.storage.lmdb.secrets import LmdbSecrets
 from executor_mcp.storage.lmdb.sessions import LmdbPausedDirectory, LmdbSessionDirectory
 from executor_mcp.storage.lmdb.toolkits import LmdbToolkits
@@ -53,6 +55,7 @@ from executor_mcp.storage.postgres.migrations import migrate
 from executor_mcp.storage.postgres.oauth import PgOAuth
 from executor_mcp.storage.postgres.orgs import PgApiKeys, PgOrgs
 from executor_mcp.storage.postgres.policies import PgPolicies
+from executor_mcp.storage.postgres.rates import PgRates
 from executor_mcp.storage.postgres.secrets import PgSecrets
 from executor_mcp.storage.postgres.sessions import PgPausedDirectory, PgSessionDirectory
 from executor_mcp.storage.postgres.toolkits import PgToolkits
@@ -73,6 +76,7 @@ class ControlPlane:
     api_keys: ApiKeyStore
     policies: PolicyStore
     toolkits: ToolkitStore
+    rates: RateStore
     audit: AuditStore
     signing_keys: SigningKeys
     sign_ins: SignInStore
@@ -105,6 +109,7 @@ class ControlPlane:
             api_keys=LmdbApiKeys(env),
             policies=policies,
             toolkits=LmdbToolkits(env),
+            rates=MemoryRates(),
             audit=LmdbAudit(env),
             signing_keys=LmdbSigningKeys(env),
             sign_ins=LmdbSignIns(env),
@@ -133,6 +138,7 @@ class ControlPlane:
             api_keys=PgApiKeys(database),
             policies=PgPolicies(database),
             toolkits=PgToolkits(database),
+            rates=PgRates(database),
             audit=PgAudit(database),
             signing_keys=PgSigningKeys(database),
             sign_ins=PgSignIns(database),

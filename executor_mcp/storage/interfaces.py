@@ -21,11 +21,13 @@ from typing import Protocol, TypeVar
 
 import attrs
 
+from executor_mcp.ratelimits.model import Limit, RateLimited
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
 from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage.records import (
     ApiKeyRecord,
     ConsoleLinkRecord,
+    OrgLimits,
     OrgRecord,
     Owner,
     PolicyRecord,
@@ -219,6 +221,9 @@ class OrgStore(Transferable, Protocol):
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
         """Revoke or reinstate (creating the record if the org was never seen)."""
 
+    async def set_org_limits(self, org_id: str, limits: OrgLimits | None, at: float) -> OrgRecord:
+        """Set (None: clear) the org's own rate limits, creating the record if the org was never seen."""
+
     async def orgs(self) -> list[OrgRecord]: ...
 
     async def revoked_among(self, org_ids: Collection[str]) -> set[str]:
@@ -226,6 +231,18 @@ class OrgStore(Transferable, Protocol):
         the sessions it holds live, so a revocation (`set_org_revoked`) reaches all of them. An unknown org is
         not revoked, nor is one whose record no longer decodes (logged): one damaged record must not keep the
         others' sessions alive."""
+
+
+class RateStore(Protocol):
+    """Rate-limit state: each key's theoretical arrival time (`ratelimits/model.py`). Nothing in it moves between
+    backends: a count older than a minute means nothing."""
+
+    async def take(self, limits: list[Limit]) -> RateLimited | None:
+        """Charge one call to every key of `limits` if it fits them all (atomically, across every instance
+        sharing the store); else charge none and answer the refusal."""
+
+    async def forget_expired(self) -> int:
+        """Drop the keys whose state a fresh key would have; how many went."""
 
 
 class ApiKeyStore(Transferable, Protocol):

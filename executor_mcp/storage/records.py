@@ -92,6 +92,16 @@ def decoded_or_skipped(raw: bytes, cls: type[R], what: Any) -> R | None:
 
 
 @attrs.frozen
+class OrgLimits:
+    """An org admin's own limits on the org's tool calls, per minute (`/api/limits`); None is the operator's alone.
+    The stricter of these and the operator's applies."""
+
+    org: int | None = None
+    account: int | None = None
+    connection: int | None = None
+
+
+@attrs.frozen
 class OrgRecord:
     """An organization the server has seen or been told about; revoked orgs are refused."""
 
@@ -99,6 +109,7 @@ class OrgRecord:
     first_seen_at: float
     revoked: bool = False
     changed_at: float | None = None
+    limits: OrgLimits | None = None
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ from executor_mcp.integrations.service import Integrations
 from executor_mcp.integrations.views import EMPTY_VIEW, ToolEntry, View, narrowed
 from executor_mcp.policies.toolkits import ToolkitScope
 from executor_mcp.protocol.errors import Refusal
+from executor_mcp.ratelimits.model import KEY_SEPARATOR
 from executor_mcp.records.integration_errors import ArgumentsRefused, IntegrationError
 from executor_mcp.storage.interfaces import StoreUnavailable
 from executor_mcp.storage.records import Owner as Principal
@@ -29,6 +30,7 @@ from executor_mcp.tools import search as ranking
 from executor_mcp.tools.approval import pass_policy
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure, ToolThrow
+from executor_mcp.tools.rates import Rates
 from executor_mcp.tools.typescript import describe_types
 from executor_mcp.turns import Turns
 
@@ -145,9 +147,13 @@ class Catalog:
     found, listed, described or suggested, exactly as a tool that does not exist.
     """
 
-    def __init__(self, integrations: list[Integration], connected: Integrations | None = None) -> None:
+    def __init__(
+        self, integrations: list[Integration], connected: Integrations | None = None, rates: Rates | None = None
+    ) -> None:
+        """`rates`: the tool-call rate limits every call is counted against (None: none)."""
         self.integrations = integrations
         self._connected = connected
+        self._rates = rates
         self._tools = {tool.id: tool for integration in integrations for tool in integration.tools}
         self._static_entries = [
             ranking.Entry(path=tool.id, name=tool.name, integration=tool.integration, description=tool.description)
@@ -209,6 +215,9 @@ class Catalog:
             return _failure("invalid_tool_arguments", str(exc), {"issues": exc.issues} if exc.issues else None)
         except (ToolFailure, IntegrationError) as failure:  # expected failures, answered as values
             return _failure(failure.code, failure.message)
+        limited = await self._rate_limited(context, None)
+        if limited is not None:
+            return limited
         blocked = await self._pass_policy(tool.id, tool.requires_approval, tool.approval_description, args, context)
         if blocked is not None:
             return blocked
@@ -223,10 +232,18 @@ class Catalog:
             self._connected.kind(entry.integration).check_arguments(entry.tool, args)
         except ArgumentsRefused as refused:
             return _failure(refused.code, str(refused))
+        limited = await self._rate_limited(context, connection_key(entry))
+        if limited is not None:
+            return limited
         blocked = await self._pass_policy(
             entry.tool_id, entry.tool.requires_approval, entry.tool.approval_description, args, context
         )
         return blocked or await self._connected.invoke(entry, args)
+
+    async def _rate_limited(self, context: CallContext, connection: str | None) -> JsonObject | None:
+        """The `rate_limited` value when the call is over a limit, checked before its policy: a call that could
+        not run yet never costs a human's attention."""
+        return None if self._rates is None else await self._rates.check(context.principal, connection)
 
     async def _pass_policy(
         self, tool_id: str, requires_approval: bool, description: str | None, args: Any, context: CallContext
@@ -490,6 +507,13 @@ def _summary(
         summary["description"] = description
     summary.update(kind=kind, canRemove=can_remove, canRefresh=can_refresh, toolCount=count)
     return summary
+
+
+def connection_key(entry: ToolEntry) -> str:
+    """The connection a tool is called at, as its per-connection rate limit counts it (one connection of one
+    owner: a user connection is its account's)."""
+    connection = entry.connection
+    return KEY_SEPARATOR.join((connection.integration, connection.owner, connection.account_id or "", connection.name))
 
 
 def describe_connected(entry: ToolEntry, view: View) -> JsonObject:

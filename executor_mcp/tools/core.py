@@ -33,6 +33,7 @@ from executor_mcp.tools.connected import ConnectedTools
 from executor_mcp.tools.context import CallContext
 from executor_mcp.tools.errors import ToolArgumentsError, ToolFailure
 from executor_mcp.tools.oauth import oauth_tools
+from executor_mcp.tools.rates import Rates
 
 INTEGRATION_LIST_SCHEMA: JsonObject = {
     "type": "object",
@@ -208,7 +209,9 @@ POLICY_TOOLS = (
 )
 
 
-def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | None = None) -> Catalog:
+def build_catalog(
+    connected: Integrations | None = None, handoffs: Handoffs | None = None, rates: Rates | None = None
+) -> Catalog:
     """The catalog every session's code sees: the executor's own core tools and, with `connected`, the
     tools for adding specs and managing connections, and every caller's connected integrations. `handoffs`
     is where `connections.createHandoff` issues its links (the server passes the book its connect page
@@ -228,7 +231,7 @@ def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | No
                     "canRemove": summary["canRemove"],
                     "canRefresh": summary["canRefresh"],
                 }
-                for summary in await catalog.summaries(context.principal)
+                for summary in await catalog.summaries(context.principal, context.scope)
             ]
         }
 
@@ -253,5 +256,5 @@ def build_catalog(connected: Integrations | None = None, handoffs: Handoffs | No
             *(oauth_tools(connected) if connected is not None else ()),
         ),
     )
-    catalog = Catalog([executor], connected)
+    catalog = Catalog([executor], connected, rates)
     return catalog

@@ -6,6 +6,7 @@ migration).
 """
 
 from collections.abc import Collection
+from typing import Any
 
 import attrs
 
@@ -13,7 +14,7 @@ from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.exported import lmdb_text_keyed, lmdb_text_keyed_import
 from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.lmdb import keys
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
+from executor_mcp.storage.records import ApiKeyRecord, OrgLimits, OrgRecord, decode, decoded_or_skipped, encode
 
 
 class LmdbOrgs:
@@ -37,13 +38,16 @@ class LmdbOrgs:
         return await self._env.write(_note)
 
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
-        return await self._env.write(lambda txn: self._set_revoked(txn, org_id, revoked, at))
+        return await self._env.write(lambda txn: self._change(txn, org_id, at, revoked=revoked))
 
-    def _set_revoked(self, txn: Txn, org_id: str, revoked: bool, at: float) -> OrgRecord:
+    async def set_org_limits(self, org_id: str, limits: OrgLimits | None, at: float) -> OrgRecord:
+        return await self._env.write(lambda txn: self._change(txn, org_id, at, limits=limits))
+
+    def _change(self, txn: Txn, org_id: str, at: float, **changes: Any) -> OrgRecord:
         raw = txn.get(org_id.encode(), db=self._orgs)
         known = None if raw is None else decoded_or_skipped(raw, OrgRecord, org_id)
         base = known or OrgRecord(org_id=org_id, first_seen_at=at)
-        record = attrs.evolve(base, revoked=revoked, changed_at=at)
+        record = attrs.evolve(base, changed_at=at, **changes)
         txn.put(org_id.encode(), encode(record), db=self._orgs)
         return record
 

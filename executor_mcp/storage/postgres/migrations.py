@@ -18,6 +18,7 @@ from executor_mcp.storage.postgres import (
     oauth,
     orgs,
     policies,
+    rates,
     secrets,
     sessions,
     toolkits,
@@ -50,6 +51,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "oauth clients and flows", oauth.TABLES),
     Migration(4, "oauth refresh claims", oauth.CLAIM_TABLES),
     Migration(5, "toolkits", toolkits.TABLES),
+    Migration(6, "rate limits", rates.TABLES),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -14,6 +14,7 @@ answers for many orgs at once, each poll, and one damaged record must not keep t
 """
 
 from collections.abc import Collection
+from typing import Any
 
 import attrs
 import psycopg
@@ -21,7 +22,7 @@ import psycopg
 from executor_mcp.storage.exported import text_keyed, text_keyed_rows
 from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.database import Database, storable
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, decode, decoded_or_skipped, encode
+from executor_mcp.storage.records import ApiKeyRecord, OrgLimits, OrgRecord, decode, decoded_or_skipped, encode
 
 # Identifiers sort as LMDB's keys do (by bytes: UTF-8 in the "C" collation), so listings keep LMDB's order.
 TABLES: tuple[str, ...] = (
@@ -47,7 +48,7 @@ def _note(connection: psycopg.Connection, org_id: str, at: float) -> OrgRecord:
     return decode(row[0].encode(), OrgRecord)
 
 
-def _set_revoked(connection: psycopg.Connection, org_id: str, revoked: bool, at: float) -> OrgRecord:
+def _change(connection: psycopg.Connection, org_id: str, at: float, **changes: Any) -> OrgRecord:
     connection.execute(
         "INSERT INTO orgs (org_id, record) VALUES (%s, %s::jsonb) ON CONFLICT (org_id) DO NOTHING",
         (org_id, encode(OrgRecord(org_id=org_id, first_seen_at=at)).decode()),
@@ -55,7 +56,7 @@ def _set_revoked(connection: psycopg.Connection, org_id: str, revoked: bool, at:
     row = connection.execute("SELECT record::text FROM orgs WHERE org_id = %s FOR UPDATE", (org_id,)).fetchone()
     known = None if row is None else decoded_or_skipped(row[0].encode(), OrgRecord, org_id)
     base = known or OrgRecord(org_id=org_id, first_seen_at=at)
-    record = attrs.evolve(base, revoked=revoked, changed_at=at)
+    record = attrs.evolve(base, changed_at=at, **changes)
     connection.execute("UPDATE orgs SET record = %s::jsonb WHERE org_id = %s", (encode(record).decode(), org_id))
     return record
 
@@ -85,7 +86,10 @@ class PgOrgs:
         return await self._database.transact(lambda connection: _note(connection, org_id, at))
 
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
-        return await self._database.transact(lambda connection: _set_revoked(connection, org_id, revoked, at))
+        return await self._database.transact(lambda connection: _change(connection, org_id, at, revoked=revoked))
+
+    async def set_org_limits(self, org_id: str, limits: OrgLimits | None, at: float) -> OrgRecord:
+        return await self._database.transact(lambda connection: _change(connection, org_id, at, limits=limits))
 
     async def orgs(self) -> list[OrgRecord]:
         def _all(connection: psycopg.Connection) -> list[OrgRecord]:

@@ -23,6 +23,7 @@ from executor_mcp.storage.interfaces import (
     OrgStore,
     PausedDirectory,
     PolicyStore,
+    RateStore,
     SecretStore,
     SessionDirectory,
     SigningKeys,
@@ -176,6 +177,11 @@ def policies(plane: ControlPlane) -> PolicyStore:
 @pytest.fixture
 def toolkits(plane: ControlPlane) -> ToolkitStore:
     return plane.toolkits
+
+
+@pytest.fixture
+def rates(plane: ControlPlane) -> RateStore:
+    return plane.rates
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Rate limits on tool calls: per org, per account and per connection."""
