@@ -11,6 +11,7 @@ import logging
 import os
 import resource
 import signal
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ import hypercorn.trio
 import trio
 from hypercorn.config import Config
 
+from executor_mcp import traces
 from executor_mcp.audit.model import AuditRecord, integration_of
 from executor_mcp.audit.trail import AuditTrail
 from executor_mcp.auth.principal import BearerAuth, EndpointAuthenticator, NoAuth
@@ -45,6 +47,7 @@ from executor_mcp.integrations.oauth_signins import OAUTH_CALLBACK_PATH
 from executor_mcp.integrations.service import Integrations
 from executor_mcp.observability.health import Health
 from executor_mcp.observability.metrics import Metrics
+from executor_mcp.observability.tracing import Exporter
 from executor_mcp.policies.service import Policies
 from executor_mcp.policies.toolkit_service import Toolkits
 from executor_mcp.routes import create_app
@@ -280,6 +283,10 @@ async def _serve(
     public: PublicUrl,
     task_status: trio.TaskStatus[Running],
 ) -> None:
+    exporter = None
+    if settings.otlp_endpoint is not None:
+        exporter = Exporter(settings.otlp_endpoint, settings.instance_id or socket.gethostname(), http_client)
+    traces.install(exporter.tracer if exporter is not None else None)  # for every task this one starts
     pool = WorkerPool(max_workers=settings.sandbox_workers)
     metrics = Metrics()
     limits = Limits.of(settings)
@@ -393,6 +400,8 @@ async def _serve(
                 stop.set()  # another process serves this instance now: this one stops, as on SIGTERM
 
             root.start_soon(keep_lease)  # first: a slow start-up must not let the lease lapse
+            if exporter is not None:
+                root.start_soon(exporter.run)
             await root.start(pool.run)
             await root.start(audit.run)
             await root.start(manager.run)

@@ -62,6 +62,7 @@ class Settings:
     tool_calls_per_minute_per_org: int | None = None
     tool_calls_per_minute_per_account: int | None = None
     tool_calls_per_minute_per_connection: int | None = None
+    otlp_endpoint: str | None = None
     approval_window: float = 240.0
     session_timeout: float = 300.0
     paused_session_idle_timeout: float = 540.0
@@ -409,6 +410,14 @@ OPTIONS = (
         _positive_int,
         "tool calls made at one connection a minute; one more answers rate_limited",
         default="none",
+    ),
+    Option(
+        "otlp_endpoint",
+        _url,
+        "send OpenTelemetry traces over OTLP/HTTP to this collector (its /v1/traces): request, MCP method, "
+        "execution, tool call, outbound request",
+        metavar="URL",
+        default="none: no traces",
     ),
     Option("approval_window", _positive_seconds, "seconds a paused execution waits for its approval"),
     Option(

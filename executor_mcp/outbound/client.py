@@ -24,7 +24,9 @@ import attrs
 import httpcore
 import httpx
 import trio
+from opentelemetry.trace import SpanKind
 
+from executor_mcp import traces
 from executor_mcp.config import Settings
 from executor_mcp.outbound import guard
 from executor_mcp.outbound.model import (
@@ -419,7 +421,29 @@ class Outbound:
             raise OutboundFailure(UNREACHABLE, "The upstream URL is not a valid URL.") from None
         first_origin = _origin_key(url)
         method = request.method.upper()
-        headers = list(request.headers)
+        attributes: dict[str, traces.AttributeValue] = {
+            "http.request.method": method,
+            "server.address": url.host,
+            "server.port": url.port or DEFAULT_PORTS.get(url.scheme, 0),
+        }
+        with traces.span(method, kind=SpanKind.CLIENT, attributes=attributes) as span:
+            # The upstream joins the trace: this span's context, in place of any the request set.
+            response = await self._follow(
+                transport, request, url, first_origin, method, traces.outgoing(list(request.headers))
+            )
+            traces.note(span, "http.response.status_code", response.status_code)
+            return response
+
+    async def _follow(
+        self,
+        transport: GuardedTransport,
+        request: OutboundRequest,
+        url: httpx.URL,
+        first_origin: tuple[str, str, int | None],
+        method: str,
+        headers: list[tuple[str, str]],
+    ) -> httpx.Response:
+        """`_open`'s hops: each target checked by the guard, credentials kept to the first origin."""
         body = request.body
         strip_headers = ALWAYS_CREDENTIAL_HEADERS | {name.lower() for name in request.credential_headers}
         strip_query = frozenset(name.lower() for name in request.credential_query)

@@ -9,13 +9,16 @@ then writes down what they had not (`write_down_kept`): a refusal added at the e
 """
 
 import functools
+from contextlib import AbstractContextManager
 
 import attrs
 import trio
+from opentelemetry.trace import Span
 
+from executor_mcp import traces
 from executor_mcp.background import once, retrying
 from executor_mcp.protocol.errors import Refusal, Refused
-from executor_mcp.protocol.jsonrpc import Message, Request
+from executor_mcp.protocol.jsonrpc import ErrorResponse, Message, Request
 from executor_mcp.sessions.lifecycle import Event as LifecycleEvent
 from executor_mcp.sessions.lifecycle import Lifecycle, State, workspace_refusal
 from executor_mcp.sessions.streams import Call, Listener, Stream, StreamEvent
@@ -77,8 +80,10 @@ class Session:
         return call
 
     async def _work(self, call: Call, server: ToolServer, serve: Serve) -> None:
-        with call.scope:
-            response = await serve(server, call.request, call.stream.send)
+        request = call.request
+        with call.scope, method_span(request) as span:
+            response = await serve(server, request, call.stream.send)
+            traces.note(span, "mcp.outcome", "error" if isinstance(response, ErrorResponse) else "ok")
             if self._settle(call):
                 call.stream.answer(response)
 
@@ -195,3 +200,21 @@ class Session:
 
 def _stored(events: list[StreamEvent]) -> list[tuple[int, bytes]]:
     return [(event.seq, event.payload) for event in events]
+
+
+# A tool name a span carries: what a client names, so bounded (the product's own are short words).
+MAX_TRACED_TOOL_NAME = 64
+
+
+def method_span(request: Request) -> AbstractContextManager[Span | None]:
+    """The span of one MCP request: its method (and, for `tools/call`, the tool), under the trace its `_meta` names
+    (MCP 2026's trace context; a 2025 request may carry it too), else under the HTTP request's."""
+    params = request.params if isinstance(request.params, dict) else {}
+    title, attributes = request.method, {"mcp.method.name": request.method}
+    tool = params.get("name") if request.method == "tools/call" else None
+    if isinstance(tool, str) and len(tool) <= MAX_TRACED_TOOL_NAME and tool.isprintable():
+        title, attributes["gen_ai.tool.name"] = f"{request.method} {tool}", tool
+    meta = params.get("_meta")
+    return traces.span(
+        title, attributes=attributes, parent=traces.parent_from(meta) if isinstance(meta, dict) else None
+    )

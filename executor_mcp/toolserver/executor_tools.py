@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import trio
 
+from executor_mcp import traces
 from executor_mcp.background import once
 from executor_mcp.codec import JsonObject
 from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
@@ -228,16 +229,22 @@ class ExecutorTools:
         journal = None if asks_inline(context.session) else Journal(uuid.uuid4().hex, head)
         run = self.new_run(slot, context, journal)
         first = run.next
-        try:
-            self.start(run, head, context)
-        except BaseException:
-            slot.release()  # the run never started (the session is closing): its place is free again
-            raise
-        try:
-            return await first.wait()
-        finally:
-            if not first.done:
-                run.scope.cancel()  # the caller left before any result: nobody could ever resume it
+        with traces.span(
+            "execution", attributes={"executor.elicitation_mode": context.session.elicitation_mode}
+        ) as span:
+            try:
+                self.start(run, head, context)  # its tool calls' spans are this one's children
+            except BaseException:
+                slot.release()  # the run never started (the session is closing): its place is free again
+                raise
+            try:
+                answered = await first.wait()
+                status = answered.get("structuredContent", {}).get("status") if isinstance(answered, dict) else None
+                traces.note(span, "executor.status", status if isinstance(status, str) else "answered")
+                return answered
+            finally:
+                if not first.done:
+                    run.scope.cancel()  # the caller left before any result: nobody could ever resume it
 
     def new_run(self, slot: Slot, context: ToolContext, journal: Journal | None) -> Run:
         """A run of the session's code holding `slot`, durable when it has a `journal`."""

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import trio
 
+from executor_mcp import traces
 from executor_mcp.audit.model import CUT_OFF, OK, AuditRecord
 from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.runs import PendingApprovals, Run
@@ -50,11 +51,20 @@ class SandboxCalls:
     async def invoke(self, call: ToolCall, args: Any) -> Any:
         """Run `tools.<call.path>(args)` for the sandbox: a value, or a `ToolThrow` that throws there."""
         await self.run.refuse_if_declined_before(call)
-        scope = await self.toolkits.current(self.owner, self.resource)
-        called = CallContext(principal=self.owner, policies=self.policies, gate=self.gate(call), scope=scope)
-        if self.audit is None:
-            return await self.catalog.invoke(call.path, args, called)
-        return await self._audited(call, args, called, self.audit)
+        attributes = {"executor.tool.path": call.path, "executor.integration": call.path.split(".", 1)[0]}
+        with traces.span(f"tool {call.path}", attributes=attributes) as span:
+            scope = await self.toolkits.current(self.owner, self.resource)
+            called = CallContext(principal=self.owner, policies=self.policies, gate=self.gate(call), scope=scope)
+            try:
+                if self.audit is None:
+                    result = await self.catalog.invoke(call.path, args, called)
+                else:
+                    result = await self._audited(call, args, called, self.audit)
+            except ToolThrow:
+                traces.note(span, "executor.tool.outcome", thrown_outcome(called.note))
+                raise
+            traces.note(span, "executor.tool.outcome", outcome_of(result))
+            return result
 
     def gate(self, call: ToolCall) -> Gate:
         """Where `call` waits for a human, should its policy ask one."""

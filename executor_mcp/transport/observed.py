@@ -22,8 +22,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from quart import Quart, Response, request
 
+from executor_mcp import traces
 from executor_mcp.auth.principal import EndpointAuthenticator, Principal
 from executor_mcp.codec import dumps
 from executor_mcp.logs import (
@@ -39,7 +41,7 @@ from executor_mcp.logs import (
 from executor_mcp.observability.health import Health, Readiness
 from executor_mcp.observability.metrics import CONTENT_TYPE, Metrics
 from executor_mcp.protocol.http import HeaderLookup
-from executor_mcp.protocol.resources import MCP_PATH
+from executor_mcp.protocol.resources import MCP_PATH, TOOLKITS_PATH
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.asgi import AsgiApp
 
@@ -95,16 +97,25 @@ class Observed:
 
         token = begin(entry)
         started = time.perf_counter()
-        try:
-            await self._app(scope, receive, observed_send)
-        except Exception:
-            status = status or 500  # hypercorn answers 500 for an app that raised before answering
-            raise
-        finally:
-            end(token)
-            answered = status or CLIENT_LEFT
-            self._metrics.count_request(entry.http_method, entry.jsonrpc_method, answered)
-            log_access(entry, answered, (time.perf_counter() - started) * 1000)
+        route = route_of(scope["path"])
+        parent = traces.parent_from(_trace_fields(scope["headers"]))
+        attributes = {"http.request.method": entry.http_method, "http.route": route}
+        with traces.span(
+            f"{entry.http_method} {route}", kind=SpanKind.SERVER, attributes=attributes, parent=parent
+        ) as span:
+            try:
+                await self._app(scope, receive, observed_send)
+            except Exception:
+                status = status or 500  # hypercorn answers 500 for an app that raised before answering
+                raise
+            finally:
+                end(token)
+                answered = status or CLIENT_LEFT
+                traces.note(span, "http.response.status_code", answered)
+                if entry.jsonrpc_method:
+                    traces.note(span, "mcp.method.name", entry.jsonrpc_method)
+                self._metrics.count_request(entry.http_method, entry.jsonrpc_method, answered)
+                log_access(entry, answered, (time.perf_counter() - started) * 1000)
 
 
 def _session_of(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -112,6 +123,24 @@ def _session_of(headers: list[tuple[bytes, bytes]]) -> str | None:
         if name.lower() == _SESSION_ID:
             return safe_id(value.decode("latin-1"))
     return None
+
+
+def route_of(path: str) -> str:
+    """A request's path as a span names it: its route, never an id or a one-time link's token in it."""
+    if path == MCP_PATH or path.startswith(TOOLKITS_PATH):
+        return MCP_PATH if path == MCP_PATH else TOOLKITS_PATH + "{slug}"
+    segments = path.split("/")
+    depth = 3 if len(segments) > 2 and segments[1] in ("api", ".well-known") else 2
+    return "/".join(segments[:depth]) or "/"
+
+
+def _trace_fields(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The W3C trace-context headers of a request (the first of each)."""
+    found: dict[str, str] = {}
+    for name, value in headers:
+        if name in (b"traceparent", b"tracestate") and name.decode() not in found:
+            found[name.decode()] = value.decode("latin-1")
+    return found
 
 
 class NotedAuthenticator:
