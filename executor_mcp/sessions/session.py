@@ -8,6 +8,7 @@ that write detached streams to the session file die with the runtime's nursery, 
 then writes down what they had not (`write_down_kept`): a refusal added at the end is stored too.
 """
 
+import contextlib
 import functools
 from contextlib import AbstractContextManager
 
@@ -209,6 +210,8 @@ MAX_TRACED_TOOL_NAME = 64
 def method_span(request: Request) -> AbstractContextManager[Span | None]:
     """The span of one MCP request: its method (and, for `tools/call`, the tool), under the trace its `_meta` names
     (MCP 2026's trace context; a 2025 request may carry it too), else under the HTTP request's."""
+    if not traces.enabled():
+        return contextlib.nullcontext()
     params = request.params if isinstance(request.params, dict) else {}
     title, attributes = request.method, {"mcp.method.name": request.method}
     tool = params.get("name") if request.method == "tools/call" else None

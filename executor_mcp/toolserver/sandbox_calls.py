@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import trio
+from opentelemetry.trace import Span
 
 from executor_mcp import traces
 from executor_mcp.audit.model import CUT_OFF, OK, AuditRecord
@@ -51,20 +52,22 @@ class SandboxCalls:
     async def invoke(self, call: ToolCall, args: Any) -> Any:
         """Run `tools.<call.path>(args)` for the sandbox: a value, or a `ToolThrow` that throws there."""
         await self.run.refuse_if_declined_before(call)
-        attributes = {"executor.tool.path": call.path, "executor.integration": call.path.split(".", 1)[0]}
-        with traces.span(f"tool {call.path}", attributes=attributes) as span:
+        with traces.span("tool call") as span:
             scope = await self.toolkits.current(self.owner, self.resource)
             called = CallContext(principal=self.owner, policies=self.policies, gate=self.gate(call), scope=scope)
+            outcome = CUT_OFF
             try:
                 if self.audit is None:
                     result = await self.catalog.invoke(call.path, args, called)
                 else:
                     result = await self._audited(call, args, called, self.audit)
+                outcome = outcome_of(result)
+                return result
             except ToolThrow:
-                traces.note(span, "executor.tool.outcome", thrown_outcome(called.note))
+                outcome = thrown_outcome(called.note)
                 raise
-            traces.note(span, "executor.tool.outcome", outcome_of(result))
-            return result
+            finally:
+                note_tool(span, call.path, outcome)
 
     def gate(self, call: ToolCall) -> Gate:
         """Where `call` waits for a human, should its policy ask one."""
@@ -95,3 +98,15 @@ def outcome_of(result: Any) -> str:
         code = error.get("code") if isinstance(error, dict) else None
         return code[:64] if isinstance(code, str) and code else "failed"
     return OK
+
+
+def note_tool(span: Span | None, path: str, outcome: str) -> None:
+    """What a tool call's span says of it: its outcome, and its path and integration when the path named a tool
+    (a path that names none is text the sandboxed code chose, and may hold anything)."""
+    if span is None:
+        return
+    span.set_attribute("executor.tool.outcome", outcome)
+    if outcome != "tool_not_found":
+        span.update_name(f"tool {path}")
+        span.set_attribute("executor.tool.path", path)
+        span.set_attribute("executor.integration", path.split(".", 1)[0])

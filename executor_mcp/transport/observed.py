@@ -16,13 +16,15 @@ and with `--auth jwt` it is refused without one: its counts span every organizat
 bearer should read.
 """
 
+import contextlib
 import hmac
 import logging
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Span, SpanKind
 from quart import Quart, Response, request
 
 from executor_mcp import traces
@@ -97,12 +99,7 @@ class Observed:
 
         token = begin(entry)
         started = time.perf_counter()
-        route = route_of(scope["path"])
-        parent = traces.parent_from(_trace_fields(scope["headers"]))
-        attributes = {"http.request.method": entry.http_method, "http.route": route}
-        with traces.span(
-            f"{entry.http_method} {route}", kind=SpanKind.SERVER, attributes=attributes, parent=parent
-        ) as span:
+        with _request_span(scope, entry) as span:
             try:
                 await self._app(scope, receive, observed_send)
             except Exception:
@@ -123,6 +120,17 @@ def _session_of(headers: list[tuple[bytes, bytes]]) -> str | None:
         if name.lower() == _SESSION_ID:
             return safe_id(value.decode("latin-1"))
     return None
+
+
+def _request_span(scope: Any, entry: RequestLog) -> AbstractContextManager[Span | None]:
+    """The request's span (a server span under the caller's W3C trace context, if it sent one); nothing when
+    tracing is off."""
+    if not traces.enabled():
+        return contextlib.nullcontext()
+    route = route_of(scope["path"])
+    attributes: dict[str, traces.AttributeValue] = {"http.request.method": entry.http_method, "http.route": route}
+    parent = traces.parent_from(_trace_fields(scope["headers"]))
+    return traces.span(f"{entry.http_method} {route}", kind=SpanKind.SERVER, attributes=attributes, parent=parent)
 
 
 def route_of(path: str) -> str:

@@ -21,14 +21,18 @@ Authenticated like every `/api` route. A toolkit failure is upstream's `{"_tag":
 elsewhere under `/api`. Nothing is written unless the whole request is valid.
 """
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Authenticator
 from executor_mcp.codec import dumps
 from executor_mcp.policies.service import PolicyError, PolicyForbidden
 from executor_mcp.policies.toolkit_service import (
+    ToolkitError,
     Toolkits,
     describe_connection,
     describe_rule,
@@ -41,6 +45,8 @@ from executor_mcp.policies.toolkit_service import (
     parse_rule_change,
     parse_slug,
 )
+from executor_mcp.storage.records import Owner as Principal
+from executor_mcp.storage.records import ToolkitConnectionRecord, ToolkitRecord, ToolkitRuleRecord
 from executor_mcp.transport import headers as rules
 from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.json_answers import NO_STORE, admitted, json_body, json_ok
@@ -60,10 +66,14 @@ class ToolkitsApi:
         for path, name, view in (
             (base, "toolkits", self.collection),
             (base + "/<toolkit_id>", "toolkit", self.item),
-            (base + "/<toolkit_id>/policies", "toolkit_policies", self.rules),
-            (base + "/<toolkit_id>/policies/<row_id>", "toolkit_policy", self.rule),
-            (base + "/<toolkit_id>/connections", "toolkit_connections", self.connections),
-            (base + "/<toolkit_id>/connections/<row_id>", "toolkit_connection", self.connection),
+            (base + "/<toolkit_id>/policies", "toolkit_policies", functools.partial(self.rows, RULES)),
+            (base + "/<toolkit_id>/policies/<row_id>", "toolkit_policy", functools.partial(self.row, RULES)),
+            (base + "/<toolkit_id>/connections", "toolkit_connections", functools.partial(self.rows, CONNECTIONS)),
+            (
+                base + "/<toolkit_id>/connections/<row_id>",
+                "toolkit_connection",
+                functools.partial(self.row, CONNECTIONS),
+            ),
         ):
             app.add_url_rule(path, name, view, methods=_METHODS, provide_automatic_options=False)
 
@@ -105,74 +115,90 @@ class ToolkitsApi:
         except PolicyError as exc:
             return toolkit_error(exc)
 
-    async def rules(self, toolkit_id: str) -> Response:
+    async def rows(self, kind: "RowKind", toolkit_id: str) -> Response:
+        """A toolkit's rules or connection patterns, by position; or (POST) one more."""
         principal = await admitted(self._auth, ("GET", "HEAD", "POST"))
         if isinstance(principal, Response):
             return principal
         try:
             if request.method != "POST":
                 toolkit = await self._toolkits.get(principal, toolkit_id)
-                ordered = sorted(toolkit.policies, key=lambda row: (row.position, row.id))
-                return json_ok({"policies": [describe_rule(toolkit, row) for row in ordered]})
+                ordered = sorted(kind.rows(toolkit), key=lambda row: (row.position, row.id))
+                return json_ok({kind.name: [kind.describe(toolkit, row) for row in ordered]})
             body = await _body()
             if isinstance(body, Response):
                 return body
-            toolkit, rule = await self._toolkits.add_rule(principal, toolkit_id, *parse_rule(body))
-            return json_ok(describe_rule(toolkit, rule))
+            return json_ok(kind.describe(*await kind.add(self._toolkits, principal, toolkit_id, body)))
         except PolicyError as exc:
             return toolkit_error(exc)
 
-    async def rule(self, toolkit_id: str, row_id: str) -> Response:
+    async def row(self, kind: "RowKind", toolkit_id: str, row_id: str) -> Response:
+        """Change (PATCH) or remove (DELETE) one rule or connection pattern of a toolkit."""
         principal = await admitted(self._auth, ("PATCH", "DELETE"))
         if isinstance(principal, Response):
             return principal
         try:
             if request.method == "DELETE":
-                await self._toolkits.remove_rule(principal, toolkit_id, row_id)
+                await kind.remove(self._toolkits, principal, toolkit_id, row_id)
                 return json_ok({"removed": True})
             body = await _body()
             if isinstance(body, Response):
                 return body
-            toolkit, rule = await self._toolkits.update_rule(principal, toolkit_id, row_id, **parse_rule_change(body))
-            return json_ok(describe_rule(toolkit, rule))
+            return json_ok(kind.describe(*await kind.change(self._toolkits, principal, toolkit_id, row_id, body)))
         except PolicyError as exc:
             return toolkit_error(exc)
 
-    async def connections(self, toolkit_id: str) -> Response:
-        principal = await admitted(self._auth, ("GET", "HEAD", "POST"))
-        if isinstance(principal, Response):
-            return principal
-        try:
-            if request.method != "POST":
-                toolkit = await self._toolkits.get(principal, toolkit_id)
-                ordered = sorted(toolkit.connections, key=lambda row: (row.position, row.id))
-                return json_ok({"connections": [describe_connection(toolkit, row) for row in ordered]})
-            body = await _body()
-            if isinstance(body, Response):
-                return body
-            toolkit, row = await self._toolkits.add_connection(principal, toolkit_id, *parse_connection(body))
-            return json_ok(describe_connection(toolkit, row))
-        except PolicyError as exc:
-            return toolkit_error(exc)
 
-    async def connection(self, toolkit_id: str, row_id: str) -> Response:
-        principal = await admitted(self._auth, ("PATCH", "DELETE"))
-        if isinstance(principal, Response):
-            return principal
-        try:
-            if request.method == "DELETE":
-                await self._toolkits.remove_connection(principal, toolkit_id, row_id)
-                return json_ok({"removed": True})
-            body = await _body()
-            if isinstance(body, Response):
-                return body
-            level = parse_level(body.get("level")) if "level" in body else None
-            if level is None:
-                return toolkit_error(PolicyError('level must be "off", "read" or "full"'))
-            toolkit, row = await self._toolkits.update_connection(principal, toolkit_id, row_id, level)
-            return json_ok(describe_connection(toolkit, row))
-        except PolicyError as exc:
-            return toolkit_error(exc)
+Row = ToolkitRuleRecord | ToolkitConnectionRecord
+Changed = tuple[ToolkitRecord, Any]
+
+
+@attrs.frozen
+class RowKind:
+    """One of a toolkit's two lists, as the API serves both alike: its key in a listing, and its operations."""
+
+    name: str
+    rows: Callable[[ToolkitRecord], tuple[Row, ...]]
+    describe: Callable[[ToolkitRecord, Any], dict[str, Any]]
+    add: Callable[[Toolkits, Principal, str, dict[str, Any]], Awaitable[Changed]]
+    change: Callable[[Toolkits, Principal, str, str, dict[str, Any]], Awaitable[Changed]]
+    remove: Callable[[Toolkits, Principal, str, str], Awaitable[None]]
+
+
+async def _add_rule(toolkits: Toolkits, principal: Principal, toolkit_id: str, body: dict[str, Any]) -> Changed:
+    return await toolkits.add_rule(principal, toolkit_id, *parse_rule(body))
+
+
+async def _change_rule(
+    toolkits: Toolkits, principal: Principal, toolkit_id: str, row_id: str, body: dict[str, Any]
+) -> Changed:
+    return await toolkits.update_rule(principal, toolkit_id, row_id, **parse_rule_change(body))
+
+
+async def _add_connection(toolkits: Toolkits, principal: Principal, toolkit_id: str, body: dict[str, Any]) -> Changed:
+    return await toolkits.add_connection(principal, toolkit_id, *parse_connection(body))
+
+
+async def _change_connection(
+    toolkits: Toolkits, principal: Principal, toolkit_id: str, row_id: str, body: dict[str, Any]
+) -> Changed:
+    """A connection pattern changes its level only (its pattern is what it is)."""
+    if "level" not in body:
+        raise ToolkitError('level must be "off", "read" or "full"')
+    return await toolkits.update_connection(principal, toolkit_id, row_id, parse_level(body["level"]))
+
+
+RULES = RowKind(
+    "policies", lambda record: record.policies, describe_rule, _add_rule, _change_rule, Toolkits.remove_rule
+)
+CONNECTIONS = RowKind(
+    "connections",
+    lambda record: record.connections,
+    describe_connection,
+    _add_connection,
+    _change_connection,
+    Toolkits.remove_connection,
+)
 
 
 async def _body() -> dict[str, Any] | Response:

@@ -68,7 +68,7 @@ async def test_oauth_sso_signs_in_an_allowed_account_as_its_org(sso: Sso) -> Non
         assert landed.startswith(sso.url + "/"), landed  # our callback, or already the page it moved on to
         # Our page moves on to where the sign-in started, signed in (the console's cookie rides on it).
         await page.wait_for("location.pathname === '/policies'")
-        who = await page.wait_for("document.body.innerText.includes('alice@acme.test') && document.body.innerText")
+        who = await page.wait_for("document.body?.innerText.includes('alice@acme.test') && document.body.innerText")
         assert "acme" in who
         status = await page.evaluate(
             "fetch('/api/policies', {headers: {'x-csrf-token': document.querySelector('meta[name=csrf-token]')"
@@ -82,7 +82,7 @@ async def test_oauth_sso_refuses_an_account_of_another_domain(sso: Sso) -> None:
         page = await browser.new_page()
         landed = await sso.provider.sign_in(sso.url + "/signin/sso", "eve@other.test", follow=True, page=page)
         assert landed.startswith(sso.url + "/"), landed  # our callback, or already the page it moved on to
-        text = await page.wait_for("document.body.innerText.includes('Sign-in failed') && document.body.innerText")
+        text = await page.wait_for("document.body?.innerText.includes('Sign-in failed') && document.body.innerText")
         assert "Accounts of other.test may not sign in here" in text
         cookies = await page.send("Network.getCookies", {"urls": [sso.url]})
         assert [c["name"] for c in cookies["cookies"] if c["name"].startswith("executor_console")] == []

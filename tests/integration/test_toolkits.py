@@ -12,31 +12,17 @@ import trio
 from mcp import Client, MCPError
 
 from tests.auth_support import bearer, mint
-from tests.conftest import ServerUnderTest, jwt_server, start_server
-from tests.integration.test_integrations_e2e import add_orders, shop
+from tests.conftest import ServerUnderTest, jwt_server
+from tests.integration.test_passthrough import executor as executor
+from tests.integration.test_passthrough import orders as orders
+from tests.integration.test_passthrough import upstream as upstream
 from tests.mcp_http import envelope, headers, initialize_body
 from tests.process import run_cli
 from tests.sdk import connect, text_of
-from tests.upstream import Upstream, start_upstream
 
 GET_ORDER = "orders.org.myMainKey.orders.getOrder"
 INVOICE = "orders.org.myMainKey.orders.getOrderInvoice"
 CREATE_ORDER = "orders.org.myMainKey.orders.createOrder"
-
-
-@pytest.fixture
-async def executor(nursery: trio.Nursery, data_dir: Path) -> ServerUnderTest:
-    return await start_server(nursery, data_dir, allow_local_network=True)
-
-
-@pytest.fixture
-async def upstream(nursery: trio.Nursery) -> Upstream:
-    return await start_upstream(nursery, shop)
-
-
-@pytest.fixture
-async def orders(executor: ServerUnderTest, upstream: Upstream, http: httpx.AsyncClient) -> None:
-    await add_orders(http, executor, upstream)
 
 
 async def api(http: httpx.AsyncClient, server: ServerUnderTest, method: str, path: str, body: Any = None) -> Any:

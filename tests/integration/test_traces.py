@@ -22,7 +22,11 @@ CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
 ORDER_ID = "order-arg-7f3e9c"  # an argument value: it must reach the upstream and no span
-CODE = f'const r = await tools.orders.org.myMainKey.orders.getOrder({{ orderId: "{ORDER_ID}" }}); return r.data;'
+PATH_TEXT = "pathText5c1e"  # a path that names no tool: text the code chose, kept out of every span
+CODE = (
+    f"await tools.nowhere.{PATH_TEXT}({{}});"
+    f' const r = await tools.orders.org.myMainKey.orders.getOrder({{ orderId: "{ORDER_ID}" }}); return r.data;'
+)
 WAIT = 20.0
 
 
@@ -70,7 +74,7 @@ async def test_a_tool_call_is_one_trace_from_the_client_to_the_upstream(
     message = await call_tool(http, server.url, session_id, traceparent=TRACEPARENT)
     assert message["result"]["structuredContent"]["result"]["id"] == ORDER_ID
 
-    spans = await spans_of(receiver, CLIENT_TRACE, 5)
+    spans = await spans_of(receiver, CLIENT_TRACE, 6)
     request = next(span for span in spans if span.kind == "server" and span.parent_span_id == CLIENT_SPAN)
     method = named(spans, "tools/call execute")
     execution = named(spans, "execution")
@@ -88,7 +92,8 @@ async def test_a_tool_call_is_one_trace_from_the_client_to_the_upstream(
     (reached,) = upstream.calls(f"/orders/{ORDER_ID}")
     assert reached.headers["traceparent"].split("-")[1:3] == [CLIENT_TRACE, outbound.span_id]
     everything = receiver.raw()
-    for secret in (SECRET, ORDER_ID, session_id, CODE):
+    assert named(spans, "tool call").attributes["executor.tool.outcome"] == "tool_not_found"
+    for secret in (SECRET, ORDER_ID, session_id, CODE, PATH_TEXT):
         assert secret.encode() not in everything
 
 

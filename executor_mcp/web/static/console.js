@@ -105,5 +105,19 @@ const Console = (() => {
     }
   });
 
-  return { api, errorText, say, el, onSubmit };
+  // A button that runs `handler` on a click, disabled until it has finished (no double submits).
+  function button(text, props, handler) {
+    const node = el("button", { type: "button", ...props }, text);
+    node.addEventListener("click", async () => {
+      node.disabled = true;
+      try {
+        await handler();
+      } finally {
+        node.disabled = false;
+      }
+    });
+    return node;
+  }
+
+  return { api, errorText, say, el, onSubmit, button };
 })();

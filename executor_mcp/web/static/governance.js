@@ -3,26 +3,13 @@
 "use strict";
 
 (() => {
-  const { api, el, say, errorText, onSubmit } = Console;
+  const { api, el, say, errorText, onSubmit, button } = Console;
   const ACTION_WORDS = { approve: "approve", require_approval: "require approval", block: "block" };
   // Org rules first, then the visitor's own: the order the page lists them in (moves stay within an owner).
   const OWNERS = ["org", "user"];
 
   function badge(kind, words) {
     return el("span", { className: `badge ${kind}` }, words || kind);
-  }
-
-  function button(text, props, handler) {
-    const node = el("button", { type: "button", ...props }, text);
-    node.addEventListener("click", async () => {
-      node.disabled = true;
-      try {
-        await handler();
-      } finally {
-        node.disabled = false;
-      }
-    });
-    return node;
   }
 
   function cell(label, ...children) {

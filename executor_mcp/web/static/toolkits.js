@@ -4,22 +4,9 @@
 "use strict";
 
 (() => {
-  const { api, el, say, errorText, onSubmit } = Console;
+  const { api, el, say, errorText, onSubmit, button } = Console;
   const LEVELS = ["off", "read", "full"];
   const ACTIONS = { approve: "approve", require_approval: "require approval", block: "block" };
-
-  function button(text, props, handler) {
-    const node = el("button", { type: "button", ...props }, text);
-    node.addEventListener("click", async () => {
-      node.disabled = true;
-      try {
-        await handler();
-      } finally {
-        node.disabled = false;
-      }
-    });
-    return node;
-  }
 
   function select(name, options, chosen, props = {}) {
     const node = el("select", { name, ...props });
