@@ -43,6 +43,9 @@ PROPAGATION = 1.0
 AUDIT_BOUND = 10.0
 # How long a proxy may take to route to an instance that came back (HAProxy: its next health check).
 RETURN_BOUND = 10.0
+# How long HAProxy may take to see both instances up at the start (each check is bounded by its 1 s interval, and
+# one that times out on a loaded machine marks the instance down until the next succeeds).
+HEALTH_BOUND = 30.0
 # How long a process takes to see that another took its instance (its next renewal) and to stop.
 LEASE_LOSS_BOUND = 15.0
 
@@ -151,9 +154,10 @@ def text(result: dict[str, Any]) -> str:
 
 async def sessions_on_both(http: httpx.AsyncClient, cluster: Cluster) -> dict[str, str]:
     """Sessions opened through the proxy until each instance is home to one: `initialize` goes anywhere (HAProxy
-    sends nothing to an instance until its health check has seen it up, so the first ones may all go to one)."""
+    sends nothing to an instance until its health check has seen it up, so the first ones may all go to one; on a
+    loaded machine a check can time out and mark an instance down again, hence the longer bound)."""
     homes: dict[str, str] = {}
-    with trio.move_on_after(RETURN_BOUND):
+    with trio.move_on_after(HEALTH_BOUND):
         while len(homes) < 2:
             session_id = await initialize(http, cluster.proxy, ALICE)
             homes.setdefault(session_id.split("_")[0], session_id)
