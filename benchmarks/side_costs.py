@@ -1,0 +1,109 @@
+"""What the rate limiter and tracing cost on the execute path, side by side in one run:
+
+    python -m benchmarks.side_costs [--duration 10] [--n 400] [--order plain,limits,traces]
+
+The same code (one built-in tool call, so the limiter and a tool-call span are on its path) against three servers
+started one after the other: without limits or traces, with all three tool-call limits set far above the load
+(every call is counted, none refused), and with `--otlp-endpoint` pointing at a local OTLP/HTTP receiver
+(`tests/otlp_receiver.py`, which keeps what it gets: five spans a call). Each is measured by `benchmarks.mcp_bench`
+(`--phases c,tp --concurrency 8`); runs on a shared machine differ by 10-20%, so run it in both orders. Then the
+rate stores alone: one check of three limits in memory and on a throwaway PostgreSQL (`tests/postgres.py`),
+sequentially and 8 at once. Every loop is bounded in count and time.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import trio
+
+from benchmarks.mcp_bench import running_server
+from executor_mcp.ratelimits.model import limits_for
+from executor_mcp.storage.control import ControlPlane
+from executor_mcp.storage.interfaces import RateStore
+from executor_mcp.storage.lmdb.rates import MemoryRates
+from tests.otlp_receiver import start_otlp_receiver
+from tests.postgres import PostgresMissing, postgres_server
+
+CODE = "const r = await tools.executor.coreTools.policies.list({}); return r.ok;"
+FAR_ABOVE = "10000000"
+LIMITS = ("--tool-calls-per-minute-per-org", FAR_ABOVE, "--tool-calls-per-minute-per-account", FAR_ABOVE)
+CHECKS = 400
+CONCURRENT = 8
+TIME_BOUND = 60.0
+
+
+async def measure_server(extra: tuple[str, ...], options: argparse.Namespace) -> dict:
+    async with running_server(*extra) as server:
+        done = await trio.run_process(
+            [
+                sys.executable, "-m", "benchmarks.mcp_bench", "--url", server.url, "--pid", str(server.pid),
+                "--phases", "c,tp", "--concurrency", "8", "--duration", str(options.duration), "--n", str(options.n),
+                "--code", CODE,
+            ],
+            capture_stdout=True,
+        )  # fmt: skip
+    phases = json.loads(done.stdout)["phases"]
+    sequential, loaded = phases["toolsCall"], phases["throughput"]["c8"]
+    return {
+        "p50Ms": sequential["latencyMs"]["p50"],
+        "p95Ms": sequential["latencyMs"]["p95"],
+        "c8CallsPerS": loaded["callsPerS"],
+        "serverCpuMsPerCall": loaded.get("serverProcessCpuMsPerCall"),
+    }
+
+
+async def measure_store(store: RateStore) -> dict:
+    limits = limits_for("acme", "alice", "c", org=10**7, account=10**7, per_connection=10**7)
+    samples: list[float] = []
+    deadline = time.monotonic() + TIME_BOUND
+    while len(samples) < CHECKS and time.monotonic() < deadline:
+        started = time.perf_counter()
+        await store.take(limits)
+        samples.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    with trio.move_on_after(TIME_BOUND):
+        async with trio.open_nursery() as nursery:
+            for worker in range(CONCURRENT):
+                worker_limits = limits_for("acme", f"a{worker}", "c", org=10**7, account=10**7, per_connection=10**7)
+
+                async def checks(limits=worker_limits) -> None:
+                    for _ in range(CHECKS // CONCURRENT):
+                        await store.take(limits)
+
+                nursery.start_soon(checks)
+    return {
+        "p50Ms": round(statistics.median(samples) * 1000, 3),
+        "concurrentChecksPerS": round(CHECKS / (time.perf_counter() - started)),
+    }
+
+
+async def main(options: argparse.Namespace) -> None:
+    figures: dict[str, dict] = {}
+    async with trio.open_nursery() as nursery:
+        receiver = await start_otlp_receiver(nursery)
+        configs = {"plain": (), "limits": LIMITS, "traces": ("--otlp-endpoint", receiver.endpoint)}
+        for name in options.order.split(","):
+            figures[name] = await measure_server(configs[name], options)
+        nursery.cancel_scope.cancel()
+    figures["memoryRateStore"] = await measure_store(MemoryRates())
+    try:
+        with postgres_server() as server:
+            plane = await ControlPlane.open_postgres(server.new_database(), pool_size=CONCURRENT)
+            try:
+                figures["postgresRateStore"] = await measure_store(plane.rates)
+            finally:
+                await plane.close()
+    except PostgresMissing as missing:
+        figures["postgresRateStore"] = {"skipped": str(missing)}
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of the 8-session phase")
+    parser.add_argument("--n", type=int, default=400, help="sequential calls")
+    parser.add_argument("--order", default="plain,limits,traces", help="which servers, in which order")
+    trio.run(main, parser.parse_args())
