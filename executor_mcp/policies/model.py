@@ -185,16 +185,17 @@ def position_for(existing: list[Rule], pattern: str) -> str | None:
     ordered = sorted(existing, key=lambda rule: (rule.position, rule.id))
     mine = specificity(pattern)
     index = max((i for i, rule in enumerate(ordered) if specificity(rule.pattern) >= mine), default=-1)
-    low = _numeric(ordered[index].position) if index >= 0 else 0
+    low = position_number(ordered[index].position) if index >= 0 else 0
     if index + 1 == len(ordered):
         return format_position(low + POSITION_STEP)
-    high = _numeric(ordered[index + 1].position)
+    high = position_number(ordered[index + 1].position)
     if high - low < 2:
         return None
     return format_position((low + high) // 2)
 
 
-def _numeric(position: str) -> int:
+def position_number(position: str) -> int:
+    """A position's number: a generated one's value, 0 for a hand-written one (it sorts as text)."""
     return int(position) if position.isascii() and position.isdigit() else 0
 
 
@@ -231,8 +232,8 @@ def moved(rules: list[Rule], rule_id: str, offset: int) -> dict[str, str]:
 
 def _between(rule: Rule, before: Rule | None, after: Rule | None) -> str | None:
     """A generated position that puts `rule` strictly between `before` and `after`, or None if none does."""
-    low = _numeric(before.position) if before is not None else 0
-    high = _numeric(after.position) if after is not None else low + 2 * POSITION_STEP
+    low = position_number(before.position) if before is not None else 0
+    high = position_number(after.position) if after is not None else low + 2 * POSITION_STEP
     if high - low < 2:
         return None
     position = format_position((low + high) // 2)

@@ -12,8 +12,8 @@ call of the org reads its rules.
 
 import secrets
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -225,11 +225,11 @@ class Policies:
             mine = [r for r in records if r.owner == owner.value]
             if len(mine) >= MAX_RULES_PER_OWNER:
                 raise PolicyError(f"At most {MAX_RULES_PER_OWNER} {owner.value} rules are allowed; remove one first")
-            renumbered: list[PolicyRecord] = []
+            moved: list[PolicyRecord] = []
             chosen = position or position_for([to_rule(r) for r in mine], pattern)
             if chosen is None:
-                renumbered = _renumbered(mine)
-                chosen = position_for([to_rule(r) for r in renumbered], pattern)
+                moved = renumbered(mine)
+                chosen = position_for([to_rule(r) for r in moved], pattern)
             assert chosen is not None
             record = PolicyRecord(
                 id=new_id("pol", now),
@@ -242,7 +242,7 @@ class Policies:
                 created_at=now,
                 updated_at=now,
             )
-            return [*renumbered, record], [], record
+            return [*moved, record], [], record
 
         return await self._store.edit_policies(_org(principal), principal.account_id, edit)
 
@@ -323,9 +323,21 @@ def _find(records: list[PolicyRecord], policy_id: str, owner: RuleOwner) -> Poli
     raise PolicyNotFound(f"Policy not found: {policy_id}")
 
 
-def _renumbered(records: list[PolicyRecord]) -> list[PolicyRecord]:
+class Positioned(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def position(self) -> str: ...
+
+
+P = TypeVar("P", bound=Positioned)
+
+
+def renumbered(records: Sequence[P]) -> list[P]:
+    """`records` (attrs records with a position: rules, a toolkit's rows) in their order, numbered afresh
+    `POSITION_STEP` apart, so a new one fits anywhere between them again."""
     ordered = sorted(records, key=lambda record: (record.position, record.id))
     return [
-        attrs.evolve(record, position=format_position((index + 1) * POSITION_STEP))
+        attrs.evolve(record, position=format_position((index + 1) * POSITION_STEP))  # type: ignore[misc]
         for index, record in enumerate(ordered)
     ]

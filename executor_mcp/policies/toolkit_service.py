@@ -16,7 +16,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from executor_mcp.policies.model import POSITION_STEP, Action, Rule, RuleOwner, evaluation_order, format_position
+from executor_mcp.policies.model import (
+    POSITION_STEP,
+    Action,
+    Rule,
+    RuleOwner,
+    evaluation_order,
+    format_position,
+    position_number,
+)
 from executor_mcp.policies.service import (
     PolicyError,
     PolicyForbidden,
@@ -27,6 +35,7 @@ from executor_mcp.policies.service import (
     parse_owner,
     parse_pattern,
     parse_position,
+    renumbered,
 )
 from executor_mcp.policies.toolkits import SLUG, ConnectionLevel, Level, ToolkitScope, in_order, slug_from
 from executor_mcp.protocol.resources import slug_of
@@ -34,7 +43,6 @@ from executor_mcp.storage.interfaces import ToolkitStore
 from executor_mcp.storage.records import Owner as Principal
 from executor_mcp.storage.records import ToolkitConnectionRecord, ToolkitRecord, ToolkitRuleRecord
 
-T = TypeVar("T")
 MAX_TOOLKITS_PER_OWNER = 64
 MAX_RULES_PER_TOOLKIT = 256
 MAX_CONNECTIONS_PER_TOOLKIT = 256
@@ -136,8 +144,7 @@ def listed(records: list[ToolkitRecord]) -> list[ToolkitRecord]:
 def first_position(positions: list[str]) -> str | None:
     """A generated position before every one of `positions` (a new row goes first, as upstream places it), or
     None when there is no room: renumber, then ask again."""
-    numbers = [int(p) if p.isascii() and p.isdigit() else 0 for p in positions]
-    low = min(numbers, default=2 * POSITION_STEP)
+    low = min((position_number(position) for position in positions), default=2 * POSITION_STEP)
     return format_position(low // 2) if low >= 2 else None
 
 
@@ -396,8 +403,4 @@ def _placed(rows: tuple[R, ...], position: str | None) -> tuple[tuple[R, ...], s
     chosen = first_position([row.position for row in rows])
     if chosen is not None:
         return rows, chosen
-    ordered = sorted(rows, key=lambda row: (row.position, row.id))
-    renumbered = tuple(
-        attrs.evolve(row, position=format_position((i + 1) * POSITION_STEP)) for i, row in enumerate(ordered)
-    )
-    return renumbered, format_position(POSITION_STEP // 2)
+    return tuple(renumbered(rows)), format_position(POSITION_STEP // 2)
