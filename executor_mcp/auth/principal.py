@@ -184,14 +184,9 @@ class BearerAuth:
             raise Unavailable(str(exc)) from None
 
 
-def refuse_bound(principal: Principal) -> Principal:
-    """`principal`, unless its bearer is bound to a toolkit: then the refusal that names the toolkit's endpoint."""
-    if principal.toolkit is not None:
-        raise Refused(Refusal.TOOLKIT_BOUND, endpoint=resource_for(principal.toolkit))
-    return principal
-
-
-def refuse_elsewhere(principal: Principal, resource: str) -> None:
-    """At the MCP endpoint `resource`: refuse a toolkit-bound bearer unless it is its toolkit's."""
+def refuse_bound(principal: Principal, resource: str | None = None) -> Principal:
+    """`principal`, unless its bearer is bound to a toolkit and `resource` (the MCP endpoint asked; None for any
+    other route) is not that toolkit's endpoint: then the refusal that names the endpoint it may use."""
     if principal.toolkit is not None and resource != resource_for(principal.toolkit):
         raise Refused(Refusal.TOOLKIT_BOUND, endpoint=resource_for(principal.toolkit))
+    return principal

@@ -89,8 +89,7 @@ class Rates:
         cached = self._org_limits.get(org_id)
         if cached is not None and now - cached[0] < ORG_LIMITS_SECONDS:
             return cached[1]
-        record = await self._orgs.get_org(org_id)
-        limits = record.limits if record is not None else None
+        limits = await self.own_limits(org_id)
         self._org_limits[org_id] = (now, limits)
         self._org_limits.move_to_end(org_id)
         while len(self._org_limits) > ORG_LIMITS_CACHE:

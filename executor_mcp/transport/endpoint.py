@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator
 
 import trio
 
-from executor_mcp.auth.principal import EndpointAuthenticator, Forbidden, Principal, refuse_elsewhere
+from executor_mcp.auth.principal import EndpointAuthenticator, Forbidden, Principal, refuse_bound
 from executor_mcp.codec import dumps
 from executor_mcp.logs import note
 from executor_mcp.observability.metrics import rpc_method_of
@@ -111,7 +111,7 @@ class McpEndpoint:
             raise Refused(Refusal.METHOD_NOT_ALLOWED)
         resource = _resource(exchange.path)
         principal = await self._authenticate(exchange, resource)
-        refuse_elsewhere(principal, resource)
+        refuse_bound(principal, resource)
         slug = slug_of(resource)
         if slug is not None and exchange.method != "DELETE" and await self._toolkits.scope(principal, slug) is None:
             raise Refused(Refusal.TOOLKIT_NOT_FOUND)  # another org's, another member's, or none: all alike
