@@ -13,7 +13,7 @@ from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.exported import canonical, key_parts, record_key
 from executor_mcp.storage.interfaces import Exported, Owned
 from executor_mcp.storage.lmdb import keys
-from executor_mcp.storage.records import decode, encode
+from executor_mcp.storage.records import decoded_or_skipped, encode
 
 T = TypeVar("T")
 
@@ -83,8 +83,8 @@ class OwnedRecords(Generic[R]):
             for key, raw in cursor.iternext():
                 if not key.startswith(start):
                     break
-                record = decode(raw, self._cls)
-                if record.org_id == org_id and record.account_id == account_id:
+                record = decoded_or_skipped(raw, self._cls, bytes(key))
+                if record is not None and record.org_id == org_id and record.account_id == account_id:
                     records.append(record)
         return records
 

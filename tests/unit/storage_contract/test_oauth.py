@@ -25,10 +25,9 @@ from executor_mcp.records.oauth import (
     OAuthFlowRecord,
 )
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.interfaces import OAuthStore
-from executor_mcp.storage.postgres.database import Database
 from tests.unit.storage_contract.conftest import EACH, two_planes
+from tests.unit.storage_contract.spoiled import spoil
 
 CAP = 5
 
@@ -70,38 +69,6 @@ def flow(digest: str, account: str = "alice", org: str = "acme", expires: float 
         expires_at=expires,
         issuer="https://auth.example",
     )
-
-
-async def _spoil_lmdb(plane: ControlPlane, table: str, field: str, value: str) -> None:
-    env = plane.backend
-    assert isinstance(env, Environment)
-    names = {"oauth_clients": b"oauth-clients", "oauth_flows": b"oauth-flows"}
-
-    def _spoil(txn: Txn) -> None:
-        db = env.database(names[table], txn=txn)
-        hits = [key for key, raw in txn.cursor(db=db) if json.loads(raw).get(field) == value]
-        assert len(hits) == 1
-        txn.put(hits[0], b'{"slug": 5}', db=db)
-
-    await env.write(_spoil)
-
-
-async def _spoil_postgres(plane: ControlPlane, table: str, field: str, value: str) -> None:
-    database = plane.backend
-    assert isinstance(database, Database)
-    statement = f"UPDATE {table} SET record = '{{\"slug\": 5}}' WHERE {field} = %s".encode()
-    assert await database.transact(lambda connection: connection.execute(statement, (value,)).rowcount) == 1
-
-
-SPOILERS: dict[str, Callable[[ControlPlane, str, str, str], Awaitable[None]]] = {
-    "lmdb": _spoil_lmdb,
-    "postgres": _spoil_postgres,
-}
-
-
-async def spoil(plane: ControlPlane, backend: str, table: str, field: str, value: str) -> None:
-    """Make the one record of `table` whose `field` is `value` no longer decode."""
-    await SPOILERS[backend](plane, table, field, value)
 
 
 # -- clients -------------------------------------------------------------------------------------------

@@ -1,9 +1,13 @@
 """The policy store's contract, on every backend: what a caller sees, and edits that land whole or not at all."""
 
+import logging
+
 import pytest
 
+from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.interfaces import PolicyStore
 from executor_mcp.storage.records import PolicyRecord
+from tests.unit.storage_contract.spoiled import spoil
 
 
 def rule(policy_id: str, org: str = "acme", account: str | None = None, pattern: str = "*") -> PolicyRecord:
@@ -52,3 +56,18 @@ async def test_an_edit_that_fails_writes_nothing(policies: PolicyStore) -> None:
     with pytest.raises(ValueError, match="refused"):
         await policies.edit_policies("acme", None, failing)
     assert [record.pattern for record in await policies.policies("acme", None)] == ["*"]
+
+
+async def test_an_unreadable_rule_is_skipped_and_the_others_stay_usable(
+    plane: ControlPlane, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    records = (rule("org1"), rule("broken"), rule("mine", account="alice"))
+    await plane.policies.edit_policies("acme", "alice", put(*records))
+    await spoil(plane, backend, "policies", "id", "broken")
+    with caplog.at_level(logging.ERROR):
+        assert sorted(record.id for record in await plane.policies.policies("acme", "alice")) == ["mine", "org1"]
+        exported = await plane.policies.export_records()
+    assert "skipping an unreadable PolicyRecord" in caplog.text
+    assert len(exported) == 2
+    await plane.policies.edit_policies("acme", None, put(rule("org2")))
+    assert sorted(record.id for record in await plane.policies.policies("acme", None)) == ["org1", "org2"]

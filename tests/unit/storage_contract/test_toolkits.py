@@ -1,6 +1,8 @@
 """The toolkit store's contract, on every backend: what a caller sees, edits that land whole or not at all, and
 two edits from two instances that cannot both take one slug."""
 
+import logging
+
 import attrs
 import pytest
 import trio
@@ -10,6 +12,7 @@ from executor_mcp.policies.toolkit_service import ToolkitError, Toolkits
 from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.interfaces import ToolkitStore
 from executor_mcp.storage.records import Owner, ToolkitConnectionRecord, ToolkitRecord
+from tests.unit.storage_contract.spoiled import spoil
 
 
 def toolkit(toolkit_id: str, org: str = "acme", account: str | None = None, slug: str = "crm") -> ToolkitRecord:
@@ -74,3 +77,17 @@ async def test_two_instances_creating_one_slug_at_once_make_one_toolkit(
             nursery.start_soon(create, plane)
     assert sorted(outcomes) == ['Toolkit slug "crm" is already in use.'] * 3 + ["made"]
     assert [r.slug for r in await planes[1].toolkits.toolkits("acme", None)] == ["crm"]
+
+
+async def test_an_unreadable_toolkit_is_skipped_and_the_orgs_others_stay_usable(
+    plane: ControlPlane, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await plane.toolkits.edit_toolkits("acme", None, put(toolkit("org1"), toolkit("broken", slug="ops")))
+    await spoil(plane, backend, "toolkits", "id", "broken")
+    with caplog.at_level(logging.ERROR):
+        assert [record.id for record in await plane.toolkits.toolkits("acme", "alice")] == ["org1"]
+        exported = await plane.toolkits.export_records()
+    assert "skipping an unreadable ToolkitRecord" in caplog.text
+    assert len(exported) == 1
+    await plane.toolkits.edit_toolkits("acme", None, put(toolkit("org2", slug="web")))
+    assert sorted(record.id for record in await plane.toolkits.toolkits("acme", None)) == ["org1", "org2"]
