@@ -7,8 +7,9 @@ started one after the other: without limits or traces, with all three tool-call 
 (every call is counted, none refused), and with `--otlp-endpoint` pointing at a local OTLP/HTTP receiver
 (`tests/otlp_receiver.py`, which keeps what it gets: five spans a call). Each is measured by `benchmarks.mcp_bench`
 (`--phases c,tp --concurrency 8`); runs on a shared machine differ by 10-20%, so run it in both orders. Then the
-rate stores alone: one check of three limits in memory and on a throwaway PostgreSQL (`tests/postgres.py`),
-sequentially and 8 at once. Every loop is bounded in count and time.
+stores alone, in memory and on a throwaway PostgreSQL (`tests/postgres.py`), sequentially and 8 at once: one rate
+check of three limits, and an execution's place taken and given back (`--order ""` measures only these). Every loop
+is bounded in count and time.
 """
 
 import argparse
@@ -16,13 +17,17 @@ import json
 import statistics
 import sys
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from benchmarks.mcp_bench import running_server
+from executor_mcp.ratelimits.in_flight import ceilings_for
 from executor_mcp.ratelimits.model import limits_for
 from executor_mcp.storage.control import ControlPlane
-from executor_mcp.storage.interfaces import RateStore
+from executor_mcp.storage.interfaces import InFlightStore, RateStore
+from executor_mcp.storage.lmdb.in_flight import MemoryInFlight
 from executor_mcp.storage.lmdb.rates import MemoryRates
 from tests.otlp_receiver import start_otlp_receiver
 from tests.postgres import PostgresMissing, postgres_server
@@ -55,28 +60,45 @@ async def measure_server(extra: tuple[str, ...], options: argparse.Namespace) ->
     }
 
 
-async def measure_store(store: RateStore) -> dict:
-    limits = limits_for("acme", "alice", "c", org=10**7, account=10**7, per_connection=10**7)
+def rate_check(store: RateStore) -> Callable[[int], Awaitable[object]]:
+    """One check of three limits (none near), by worker."""
+    return lambda worker: store.take(
+        limits_for("acme", f"a{worker}", "c", org=10**7, account=10**7, per_connection=10**7)
+    )
+
+
+def execution_place(store: InFlightStore) -> Callable[[int], Awaitable[object]]:
+    """An execution's place taken and given back (its org's and account's ceilings, none near), by worker."""
+
+    async def enter_and_leave(worker: int) -> None:
+        holder = uuid.uuid4().hex
+        ceilings = ceilings_for("acme", f"a{worker}", org=10**7, account=10**7)
+        assert await store.enter("bench", holder, ceilings) is None
+        await store.leave(holder)
+
+    return enter_and_leave
+
+
+async def measure_store(step: Callable[[int], Awaitable[object]]) -> dict:
     samples: list[float] = []
     deadline = time.monotonic() + TIME_BOUND
     while len(samples) < CHECKS and time.monotonic() < deadline:
         started = time.perf_counter()
-        await store.take(limits)
+        await step(0)
         samples.append(time.perf_counter() - started)
     started = time.perf_counter()
     with trio.move_on_after(TIME_BOUND):
         async with trio.open_nursery() as nursery:
-            for worker in range(CONCURRENT):
-                worker_limits = limits_for("acme", f"a{worker}", "c", org=10**7, account=10**7, per_connection=10**7)
+            for worker in range(1, CONCURRENT + 1):
 
-                async def checks(limits=worker_limits) -> None:
+                async def steps(worker: int = worker) -> None:
                     for _ in range(CHECKS // CONCURRENT):
-                        await store.take(limits)
+                        await step(worker)
 
-                nursery.start_soon(checks)
+                nursery.start_soon(steps)
     return {
         "p50Ms": round(statistics.median(samples) * 1000, 3),
-        "concurrentChecksPerS": round(CHECKS / (time.perf_counter() - started)),
+        "concurrentPerS": round(CHECKS / (time.perf_counter() - started)),
     }
 
 
@@ -85,15 +107,17 @@ async def main(options: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
         receiver = await start_otlp_receiver(nursery)
         configs = {"plain": (), "limits": LIMITS, "traces": ("--otlp-endpoint", receiver.endpoint)}
-        for name in options.order.split(","):
+        for name in filter(None, options.order.split(",")):
             figures[name] = await measure_server(configs[name], options)
         nursery.cancel_scope.cancel()
-    figures["memoryRateStore"] = await measure_store(MemoryRates())
+    figures["memoryRateStore"] = await measure_store(rate_check(MemoryRates()))
+    figures["memoryExecutionPlaces"] = await measure_store(execution_place(MemoryInFlight()))
     try:
         with postgres_server() as server:
             plane = await ControlPlane.open_postgres(server.new_database(), pool_size=CONCURRENT)
             try:
-                figures["postgresRateStore"] = await measure_store(plane.rates)
+                figures["postgresRateStore"] = await measure_store(rate_check(plane.rates))
+                figures["postgresExecutionPlaces"] = await measure_store(execution_place(plane.in_flight))
             finally:
                 await plane.close()
     except PostgresMissing as missing:

@@ -37,7 +37,7 @@ from executor_mcp.config import (
     check_shared_database,
     data_dir_facts,
 )
-from executor_mcp.execution.admission import Admission
+from executor_mcp.execution.admission import KEEP_SECONDS, Admission
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.runs import PendingApprovals
@@ -59,8 +59,9 @@ from executor_mcp.storage import ownership
 from executor_mcp.storage.control import ControlPlane, open_control_plane
 from executor_mcp.storage.ownership import DataDirInUse
 from executor_mcp.storage.postgres.database import Database
+from executor_mcp.storage.records import UsageLimits
 from executor_mcp.tools.core import build_catalog
-from executor_mcp.tools.rates import OperatorLimits, Rates
+from executor_mcp.tools.rates import Rates
 from executor_mcp.toolserver.executor_tools import ExecutorTools
 from executor_mcp.toolserver.registry import ToolFactory
 from executor_mcp.toolserver.stateless import StatelessCalls
@@ -299,10 +300,12 @@ async def _serve(
         await audit.record(record)
 
     links = Handoffs(handoffs, lambda: public.value)  # the core tool and the API issue connect links alike
-    operator_limits = OperatorLimits(
+    operator_limits = UsageLimits(
         org=settings.tool_calls_per_minute_per_org,
         account=settings.tool_calls_per_minute_per_account,
         connection=settings.tool_calls_per_minute_per_connection,
+        executions_org=settings.max_executions_per_org,
+        executions_account=executions_per_account(settings, pool),
     )
     rates = Rates(control.rates, control.orgs, operator_limits)
     catalog = build_catalog(integrations, links, rates)
@@ -312,12 +315,14 @@ async def _serve(
     # Before anything of the instance's sessions is recovered or served: another process may still serve them.
     lease = InstanceLease(control.leases, settings.instance_id or "", holder_name(settings.data_dir))
     await lease.acquire()
+    admission = Admission(control.in_flight, rates.effective, settings.instance_id or "")
+    await admission.clear()
     catalog_tools = ExecutorTools(
         Engine(pool, limits, metrics.observe_execution),
         catalog,
         policies,
         approvals,
-        Admission(executions_per_account(settings, pool)),
+        admission,
         lambda: public.value,
         audited,
         toolkits,
@@ -407,6 +412,7 @@ async def _serve(
             await root.start(manager.run)
             root.start_soon(integrations.discoveries.refresh_stale)
             root.start_soon(forever, "forgetting expired rate-limit counts", control.rates.forget_expired, 60.0)
+            root.start_soon(forever, "keeping the places of executions in flight", admission.keep, KEEP_SECONDS)
             if integrations.oauth is not None:
                 root.start_soon(integrations.oauth.sweep_expired)
 

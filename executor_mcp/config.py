@@ -59,6 +59,7 @@ class Settings:
     execution_journal_limit: int = 64
     sandbox_workers: int = 64
     max_executions_per_account: int | None = None  # default: `app.executions_per_account`
+    max_executions_per_org: int | None = None
     tool_calls_per_minute_per_org: int | None = None
     tool_calls_per_minute_per_account: int | None = None
     tool_calls_per_minute_per_connection: int | None = None
@@ -392,6 +393,13 @@ OPTIONS = (
         "executions one account may have running or paused at once in an org; one more is refused",
         default=f"{DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt; with --auth none, what the pool gives its one "
         "account (56 of 64 workers)",
+    ),
+    Option(
+        "max_executions_per_org",
+        _positive_int,
+        "executions one org's accounts may have running or paused at once, together (across instances on "
+        "--database-url); one more is refused",
+        default="none",
     ),
     Option(
         "tool_calls_per_minute_per_org",

@@ -1,32 +1,44 @@
-"""How many executions one account may have at once, and the words that refuse one more.
+"""How many executions one account, and one org, may have at once, and the words that refuse one more.
 
 A paused execution keeps its sandbox worker until it is answered or expires, and a runaway one keeps it
 until its CPU budget ends; unbounded, one account could hold every worker and leave everyone else's
-`execute` waiting. So each owner (account *and* org: `alice` of `acme` and `alice` of `evil` are
-strangers) may have at most `limit` executions in progress, running and paused together; one more is
-refused at once with a text that says how many are in progress and how to free a place.
+`execute` waiting. So each account (of an org: `alice` of `acme` and `alice` of `evil` are strangers) may have
+at most so many executions in progress, running and paused together, and so may each org (both the stricter of
+the operator's limit and the org admin's own, `tools/rates.Rates.effective`); one more is refused at once with
+a text that says how many are in progress and how to free a place.
 
-No I/O: a run holds its `Slot` from `admit` until its task ends, and marks the slot paused while it
-waits on a human, so the refusal can name the pauses to answer.
+The places are kept by the control plane's `InFlightStore`: in memory on a data dir, in PostgreSQL where
+several instances share one (so a limit holds across them). A run holds its `Slot` from `admit` until it ends,
+and marks it paused while it waits on a human, so a refusal can count the pauses and name the account's own.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import attrs
+import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.results import text_result
-from executor_mcp.storage.records import Owner
+from executor_mcp.ratelimits.in_flight import ACCOUNT, Full, ceilings_for
+from executor_mcp.storage.interfaces import InFlightStore
+from executor_mcp.storage.records import Owner, UsageLimits
+
+log = logging.getLogger(__name__)
 
 LISTED_PAUSES = 10  # a refusal names at most this many paused executions
+# How often an instance tells a shared store which places it still holds (mending a `leave` an outage lost).
+KEEP_SECONDS = 10.0
 
 
 @attrs.define(eq=False)
 class Slot:
-    """One admitted execution's place in its owner's budget."""
+    """One admitted execution's place in its account's and org's budgets."""
 
     owner: Owner
+    holder: str
     _admission: "Admission"
     _waits: int = 0  # gated calls of this execution waiting on a human right now
     _pause_ids: list[str] = attrs.Factory(list)
@@ -36,83 +48,139 @@ class Slot:
     def paused(self) -> bool:
         return self._waits > 0
 
-    @property
-    def pause_ids(self) -> list[str]:
-        return list(self._pause_ids)
-
-    @contextmanager
-    def pausing(self, pause_id: str | None) -> Iterator[None]:
+    @asynccontextmanager
+    async def pausing(self, pause_id: str | None) -> AsyncIterator[None]:
         """Held while the execution waits on a human; `pause_id` is what `resume` takes (none in native mode)."""
         self._waits += 1
         if pause_id is not None:
             self._pause_ids.append(pause_id)
+        await self._admission.mark(self)
         try:
             yield
         finally:
             self._waits -= 1
             if pause_id is not None:
                 self._pause_ids.remove(pause_id)
+            with trio.CancelScope(shield=True):
+                await self._admission.mark(self)
 
-    def release(self) -> None:
-        """The execution ended; idempotent, so every exit path may call it."""
+    async def release(self) -> None:
+        """The execution ended; idempotent, so every exit path may call it. Shielded: a place must be given
+        back even by a run its session's end cancels."""
         if not self.released:
             self.released = True
-            self._admission.forget(self)
+            with trio.CancelScope(shield=True):
+                await self._admission.forget(self)
 
 
 @attrs.frozen
 class Refusal:
-    """Why one more execution was not started: the owner's budget is full."""
+    """Why one more execution was not started: the account's budget (`scope` "account") or the org's is full."""
 
     limit: int
     running: int
     paused: int
     pause_ids: tuple[str, ...]
+    scope: str = ACCOUNT
 
 
 class Admission:
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._active: dict[Owner, list[Slot]] = {}
+    def __init__(
+        self,
+        store: InFlightStore,
+        limits: Callable[[str | None], Awaitable[UsageLimits]],
+        instance: str = "",
+    ) -> None:
+        """`limits` gives an org's effective limits (the executions' fields are read); `instance` names this
+        process among those sharing `store`."""
+        self._store = store
+        self._limits = limits
+        self._instance = instance
+        self._live: dict[str, Slot] = {}
 
-    def admit(self, owner: Owner) -> Slot | Refusal:
-        slots = self._active.setdefault(owner, [])
-        if len(slots) >= self.limit:
-            paused = [slot for slot in slots if slot.paused]
-            return Refusal(
-                limit=self.limit,
-                running=len(slots) - len(paused),
-                paused=len(paused),
-                pause_ids=tuple(pause_id for slot in paused for pause_id in slot.pause_ids),
-            )
-        slot = Slot(owner, self)
-        slots.append(slot)
-        return slot
+    async def admit(self, owner: Owner) -> Slot | Refusal:
+        return await self._enter(owner, beyond=False)
 
-    def readmit(self, owner: Owner) -> Slot:
+    async def readmit(self, owner: Owner) -> Slot:
         """A place for an execution admitted before a restart and revived now: it keeps its place even over the
         limit (which may have been lowered meanwhile), as it would have without the restart."""
-        slot = Slot(owner, self)
-        self._active.setdefault(owner, []).append(slot)
+        slot = await self._enter(owner, beyond=True)
+        assert isinstance(slot, Slot)
+        return slot
+
+    async def _enter(self, owner: Owner, *, beyond: bool) -> Slot | Refusal:
+        limits = await self._limits(owner.org_id)
+        ceilings = ceilings_for(
+            owner.org_id or "", owner.account_id, org=limits.executions_org, account=limits.executions_account
+        )
+        slot = Slot(owner, uuid.uuid4().hex, self)
+        self._live[slot.holder] = slot  # before the store holds it: `keep` must never drop a place being taken
+        try:
+            full = await self._store.enter(self._instance, slot.holder, ceilings, beyond=beyond)
+        except BaseException:
+            del self._live[slot.holder]
+            raise
+        if full is not None:
+            del self._live[slot.holder]
+            return _refusal(full)
         return slot
 
     def in_progress(self, owner: Owner) -> int:
-        return len(self._active.get(owner, ()))
+        """This process's executions of `owner` in progress."""
+        return sum(1 for slot in self._live.values() if slot.owner == owner)
 
-    def forget(self, slot: Slot) -> None:
-        slots = self._active.get(slot.owner, [])
-        if slot in slots:
-            slots.remove(slot)
-        if not slots:
-            self._active.pop(slot.owner, None)
+    async def mark(self, slot: Slot) -> None:
+        if slot.holder in self._live:
+            await _best_effort(
+                "marking an execution paused", self._store.mark(slot.holder, slot._waits, tuple(slot._pause_ids))
+            )
+
+    async def forget(self, slot: Slot) -> None:
+        if self._live.pop(slot.holder, None) is not None:
+            await _best_effort("giving an execution's place back", self._store.leave(slot.holder))
+
+    async def clear(self) -> None:
+        """At start, before serving: the places a previous process of this instance left are not ours."""
+        dropped = await self._store.clear(self._instance)
+        if dropped:
+            log.info("dropped %d place(s) of executions a previous process held", dropped)
+
+    async def keep(self) -> None:
+        """Tell the store which places this process still holds: one a lost `leave` left goes."""
+        dropped = await self._store.keep(self._instance, list(self._live))
+        if dropped:
+            log.warning("dropped %d place(s) of executions that had ended", dropped)
+
+
+async def _best_effort(what: str, step: Awaitable[None]) -> None:
+    """A place's mark or release that fails (the database is away) costs only the count's accuracy until
+    `Admission.keep` runs; it never fails the execution that ended or paused."""
+    try:
+        await step
+    except Exception as exc:
+        log.warning("%s failed: %s", what, exc)
+
+
+def _refusal(full: Full) -> Refusal:
+    mine = full.ceiling.scope == ACCOUNT  # an org's pauses are other accounts' too: their ids are not listed
+    return Refusal(
+        limit=full.ceiling.most,
+        running=full.held.running,
+        paused=full.held.paused,
+        pause_ids=full.held.pause_ids if mine else (),
+        scope=full.ceiling.scope,
+    )
 
 
 def refusal_result(refusal: Refusal) -> JsonObject:
     """The `execute` error result a model reads: how many are in progress, and what frees a place."""
     total = refusal.running + refusal.paused
+    who, one = (
+        ("this account", "one account") if refusal.scope == ACCOUNT else ("this organization", "one organization")
+    )
     sentences = [
-        f"Execution refused: this account already has {total} execution{'s' if total != 1 else ''} in progress "
-        f"({refusal.running} running, {refusal.paused} paused waiting for approval), the most one account may "
+        f"Execution refused: {who} already has {total} execution{'s' if total != 1 else ''} in progress "
+        f"({refusal.running} running, {refusal.paused} paused waiting for approval), the most {one} may "
         f"have at once ({refusal.limit}). Nothing was run."
     ]
     if refusal.pause_ids:
@@ -122,13 +190,16 @@ def refusal_result(refusal: Refusal) -> JsonObject:
             'To free a place, answer paused executions with the resume tool (action "accept" to let one go on, '
             f'"decline" or "cancel" to end it): {listed}' + (f" and {more} more." if more > 0 else ".")
         )
-    elif refusal.paused:
+    elif refusal.paused and refusal.scope == ACCOUNT:
         sentences.append("To free a place, answer or dismiss the approval requests your client is showing.")
+    elif refusal.paused:
+        sentences.append("Paused executions free their place when they are answered or their window closes.")
     if refusal.running:
         sentences.append("Running executions free their place when they finish.")
     sentences.append("Then run execute again; retrying at once without doing either is refused the same way.")
     structured = {
         "status": "execution_limit_reached",
+        "scope": refusal.scope,
         "limit": refusal.limit,
         "running": refusal.running,
         "paused": refusal.paused,

@@ -507,17 +507,20 @@ class Run:
     async def drive(self, run: Callable[[], Awaitable[JsonObject]], defect: Callable[[], JsonObject]) -> None:
         """Run the execution and deliver its rendered result; never raises into the session's nursery."""
         ended = False
+        result: JsonObject | None = None
         try:
             with self.scope:
                 if self._revived is not None:
                     await self._await_revived(self._revived)
-                self._deliver(await run())
+                result = await run()
             ended = True
         except Exception:
-            self._deliver(defect())
+            result = defect()
             ended = True
         finally:
-            self._slot.release()
+            await self._slot.release()  # before the result goes out: its caller may run again at once
+            if result is not None:
+                self._deliver(result)
             resolving = self._resolving
             if resolving is not None and not resolving.resolution.done and self._moved:
                 self._approvals.resolve(resolving, settled_result(resolving.id))  # its result is the adopter's
@@ -535,8 +538,9 @@ class Run:
     async def _await_revived(self, pause: Pause) -> None:
         """A revived run waits for its pause's answer before it takes a worker, as its call would have."""
         answered = None
-        with self._lease(), self._slot.pausing(pause.id), trio.move_on_at(_deadline(pause)):
-            answered = await pause.answer.wait()
+        with self._lease(), trio.move_on_at(_deadline(pause)):
+            async with self._slot.pausing(pause.id):
+                answered = await pause.answer.wait()
         if (answered or pause.answer.value) is None:
             self._approvals.expire(pause)
             self.scope.cancel()
@@ -601,8 +605,9 @@ class Run:
         answer = None
         # Already answered (a revived pause): no wait, so the engine keeps its worker for the call going on.
         waiting = nullcontext() if pause.answer.done else call.waiting()
-        with self._lease(), self._slot.pausing(pause.id), waiting, trio.move_on_at(_deadline(pause)):
-            answer = await pause.answer.wait()
+        with self._lease(), waiting, trio.move_on_at(_deadline(pause)):
+            async with self._slot.pausing(pause.id):
+                answer = await pause.answer.wait()
         # An answer given after the deadline fired but before this task woke was already told it counts.
         answer = answer or pause.answer.value
         if answer is None:
@@ -651,8 +656,9 @@ class Run:
         """
         window = self._approvals.approval_window
         action = None
-        with self._lease(), self._slot.pausing(None), trio.move_on_after(window):
-            action = await ask(interaction)
+        with self._lease(), trio.move_on_after(window):
+            async with self._slot.pausing(None):
+                action = await ask(interaction)
         if action is None:
             self._deliver(unanswered_result(interaction.address, window))
             self.scope.cancel()

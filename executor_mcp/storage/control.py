@@ -22,6 +22,7 @@ from executor_mcp.storage.interfaces import (
     CatalogStore,
     Closable,
     DataDirFacts,
+    InFlightStore,
     InstanceLeases,
     OAuthStore,
     OrgStore,
@@ -38,6 +39,7 @@ from executor_mcp.storage.interfaces import (
 from executor_mcp.storage.lmdb.audit import LmdbAudit
 from executor_mcp.storage.lmdb.catalog import LmdbCatalog
 from executor_mcp.storage.lmdb.console import LmdbDataDirFacts, LmdbSigningKeys, LmdbSignIns
+from executor_mcp.storage.lmdb.in_flight import MemoryInFlight
 from executor_mcp.storage.lmdb.oauth import LmdbOAuth
 from executor_mcp.storage.lmdb.orgs import LmdbApiKeys, LmdbOrgs
 from executor_mcp.storage.lmdb.policies import LmdbPolicies
@@ -50,6 +52,7 @@ from executor_mcp.storage.postgres.catalog import PgCatalog
 from executor_mcp.storage.postgres.console import PgDataDirFacts, PgSigningKeys, PgSignIns
 from executor_mcp.storage.postgres.database import Database
 from executor_mcp.storage.postgres.executions import PgExecutions
+from executor_mcp.storage.postgres.in_flight import PgInFlight
 from executor_mcp.storage.postgres.instances import PgInstanceLeases
 from executor_mcp.storage.postgres.migrations import migrate
 from executor_mcp.storage.postgres.oauth import PgOAuth
@@ -77,6 +80,7 @@ class ControlPlane:
     policies: PolicyStore
     toolkits: ToolkitStore
     rates: RateStore
+    in_flight: InFlightStore
     audit: AuditStore
     signing_keys: SigningKeys
     sign_ins: SignInStore
@@ -110,6 +114,7 @@ class ControlPlane:
             policies=policies,
             toolkits=LmdbToolkits(env),
             rates=MemoryRates(),
+            in_flight=MemoryInFlight(),
             audit=LmdbAudit(env),
             signing_keys=LmdbSigningKeys(env),
             sign_ins=LmdbSignIns(env),
@@ -139,6 +144,7 @@ class ControlPlane:
             policies=PgPolicies(database),
             toolkits=PgToolkits(database),
             rates=PgRates(database),
+            in_flight=PgInFlight(database),
             audit=PgAudit(database),
             signing_keys=PgSigningKeys(database),
             sign_ins=PgSignIns(database),

@@ -21,18 +21,19 @@ from typing import Protocol, TypeVar
 
 import attrs
 
+from executor_mcp.ratelimits.in_flight import Ceiling, Full
 from executor_mcp.ratelimits.model import Limit, RateLimited
 from executor_mcp.records.integrations import ConnectionRecord, IntegrationRecord
 from executor_mcp.records.oauth import OAuthClientRecord, OAuthFlowRecord
 from executor_mcp.storage.records import (
     ApiKeyRecord,
     ConsoleLinkRecord,
-    OrgLimits,
     OrgRecord,
     Owner,
     PolicyRecord,
     SessionRecord,
     ToolkitRecord,
+    UsageLimits,
 )
 
 T = TypeVar("T")
@@ -221,7 +222,7 @@ class OrgStore(Transferable, Protocol):
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
         """Revoke or reinstate (creating the record if the org was never seen)."""
 
-    async def set_org_limits(self, org_id: str, limits: OrgLimits | None, at: float) -> OrgRecord:
+    async def set_org_limits(self, org_id: str, limits: UsageLimits | None, at: float) -> OrgRecord:
         """Set (None: clear) the org's own rate limits, creating the record if the org was never seen."""
 
     async def orgs(self) -> list[OrgRecord]: ...
@@ -243,6 +244,32 @@ class RateStore(Protocol):
 
     async def forget_expired(self) -> int:
         """Drop the keys whose state a fresh key would have; how many went."""
+
+
+class InFlightStore(Protocol):
+    """The places of executions in progress (`ratelimits/in_flight.py`), each under a `holder` id unique to its
+    execution and named by the `instance` whose process runs it. A place counts while that instance's process
+    lives: on a shared backend, an instance whose lease has lapsed holds nothing, and an instance starting again
+    drops what its previous process held (`keep`). Nothing in it moves between backends."""
+
+    async def enter(self, instance: str, holder: str, ceilings: list[Ceiling], *, beyond: bool = False) -> Full | None:
+        """Take a place under every key of `ceilings` if one more fits them all (atomically, across every instance
+        sharing the store), else take none and answer the first that is full; `beyond`: take it even over them
+        (an execution revived after a restart keeps the place it had)."""
+
+    async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...]) -> None:
+        """The holder's execution now waits on a human `waits` times (0: running), for these pauses."""
+
+    async def leave(self, holder: str) -> None:
+        """Give the place back (nothing if it is not held)."""
+
+    async def keep(self, instance: str, holders: Collection[str]) -> int:
+        """Drop the instance's places that are not among `holders` (taken more than a few seconds ago, so a place
+        being taken now is never dropped): what a lost `leave` left. How many went."""
+
+    async def clear(self, instance: str) -> int:
+        """Drop every place of the instance: what its previous process left, before this one serves. How many
+        went."""
 
 
 class ApiKeyStore(Transferable, Protocol):

@@ -92,13 +92,16 @@ def decoded_or_skipped(raw: bytes, cls: type[R], what: Any) -> R | None:
 
 
 @attrs.frozen
-class OrgLimits:
-    """An org admin's own limits on the org's tool calls, per minute (`/api/limits`); None is the operator's alone.
-    The stricter of these and the operator's applies."""
+class UsageLimits:
+    """Limits on an org's use: tool calls per minute per org, per account and per connection (`org`, `account`,
+    `connection`), and executions in progress at once per org and per account; None is no limit. The operator's
+    (`Settings`) are ceilings; an org admin's own (`/api/limits`, kept on the org's record) can only be stricter."""
 
     org: int | None = None
     account: int | None = None
     connection: int | None = None
+    executions_org: int | None = None
+    executions_account: int | None = None
 
 
 @attrs.frozen
@@ -109,7 +112,7 @@ class OrgRecord:
     first_seen_at: float
     revoked: bool = False
     changed_at: float | None = None
-    limits: OrgLimits | None = None
+    limits: UsageLimits | None = None
 
 
 @attrs.frozen

@@ -4,6 +4,7 @@ The limits are tool calls per minute per org, per account and per connection: th
 ceiling) and the org admin's own (`/api/limits`, kept on the org's record), the stricter of the two. An org's own
 limits are read through a short cache (`ORG_LIMITS_SECONDS`), so a tool call costs no control-plane read; a
 change reaches every instance within that time. With no limit set anywhere a call costs a dictionary lookup.
+`effective` is also what admission reads for its limits on executions in progress (`execution/admission.py`).
 """
 
 import math
@@ -16,21 +17,12 @@ import attrs
 from executor_mcp.codec import JsonObject
 from executor_mcp.ratelimits.model import RateLimited, limits_for, message
 from executor_mcp.storage.interfaces import OrgStore, RateStore
-from executor_mcp.storage.records import OrgLimits
 from executor_mcp.storage.records import Owner as Principal
+from executor_mcp.storage.records import UsageLimits
 
 ORG_LIMITS_SECONDS = 1.0
 # Orgs whose own limits are cached; another org's first call reads its record.
 ORG_LIMITS_CACHE = 1024
-
-
-@attrs.frozen
-class OperatorLimits:
-    """The operator's ceilings (`--tool-calls-per-minute-per-org|account|connection`); None is no limit."""
-
-    org: int | None = None
-    account: int | None = None
-    connection: int | None = None
 
 
 def stricter(ceiling: int | None, own: int | None) -> int | None:
@@ -38,19 +30,31 @@ def stricter(ceiling: int | None, own: int | None) -> int | None:
     return min(chosen) if chosen else None
 
 
+def effective(operator: UsageLimits, own: UsageLimits | None) -> UsageLimits:
+    """Each limit the stricter of the operator's and the org's own."""
+    if own is None:
+        return operator
+    return UsageLimits(
+        **{field.name: stricter(getattr(operator, field.name), getattr(own, field.name)) for field in _FIELDS}
+    )
+
+
+_FIELDS = attrs.fields(UsageLimits)
+
+
 class Rates:
     def __init__(
         self,
         store: RateStore,
         orgs: OrgStore,
-        operator: OperatorLimits,
+        operator: UsageLimits,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._orgs = orgs
         self.operator = operator
         self._clock = clock
-        self._org_limits: OrderedDict[str, tuple[float, OrgLimits | None]] = OrderedDict()
+        self._org_limits: OrderedDict[str, tuple[float, UsageLimits | None]] = OrderedDict()
 
     async def check(self, principal: Principal, connection: str | None) -> JsonObject | None:
         """None when the call fits (and it is charged to every key it counts against); else the `rate_limited`
@@ -59,32 +63,32 @@ class Rates:
         org_id = principal.org_id
         if not org_id:
             return None
-        own = await self._own_limits(org_id)
+        now = await self.effective(org_id)
         limits = limits_for(
-            org_id,
-            principal.account_id,
-            connection,
-            org=stricter(self.operator.org, own.org if own else None),
-            account=stricter(self.operator.account, own.account if own else None),
-            per_connection=stricter(self.operator.connection, own.connection if own else None),
+            org_id, principal.account_id, connection, org=now.org, account=now.account, per_connection=now.connection
         )
         if not limits:
             return None
         refused = await self._store.take(limits)
         return None if refused is None else rate_limited(refused)
 
-    async def own_limits(self, org_id: str) -> OrgLimits | None:
+    async def effective(self, org_id: str | None) -> UsageLimits:
+        """The limits the org's calls and executions are counted against now (its own read through the cache);
+        the operator's alone for a principal of no org."""
+        return effective(self.operator, await self._own_limits(org_id) if org_id else None)
+
+    async def own_limits(self, org_id: str) -> UsageLimits | None:
         """The org admin's own limits, as stored now."""
         record = await self._orgs.get_org(org_id)
         return record.limits if record is not None else None
 
-    async def set_own_limits(self, org_id: str, limits: OrgLimits | None) -> None:
+    async def set_own_limits(self, org_id: str, limits: UsageLimits | None) -> None:
         """Store the org's own limits; this instance counts by them from its next call, the others within
         `ORG_LIMITS_SECONDS`."""
         await self._orgs.set_org_limits(org_id, limits, time.time())
         self._org_limits.pop(org_id, None)
 
-    async def _own_limits(self, org_id: str) -> OrgLimits | None:
+    async def _own_limits(self, org_id: str) -> UsageLimits | None:
         now = self._clock()
         cached = self._org_limits.get(org_id)
         if cached is not None and now - cached[0] < ORG_LIMITS_SECONDS:

@@ -221,7 +221,7 @@ class ExecutorTools:
 
     async def run_code(self, code: str, context: ToolContext) -> JsonObject:
         """One execution of `code` in the session, rendered: what `execute` and passthrough `invoke` answer."""
-        slot = self.admission.admit(context.session.owner)
+        slot = await self.admission.admit(context.session.owner)
         if isinstance(slot, Refusal):
             return refusal_result(slot)
         head = self.engine.head(code, context.session.elicitation_mode)
@@ -235,7 +235,7 @@ class ExecutorTools:
             try:
                 self.start(run, head, context)  # its tool calls' spans are this one's children
             except BaseException:
-                slot.release()  # the run never started (the session is closing): its place is free again
+                await slot.release()  # the run never started (the session is closing): its place is free again
                 raise
             try:
                 answered = await first.wait()
@@ -326,7 +326,7 @@ class ExecutorTools:
                 self.approvals.settle_kept(pause.pause(), failed)
                 dead.append(forget)
                 continue
-            slot, admitted = admitted or self.admission.readmit(context.session.owner), None
+            slot, admitted = admitted or await self.admission.readmit(context.session.owner), None
             run = self.new_run(slot, context, execution.journal)
             run.revived(execution)
             self.start(run, execution.journal.head, context)
@@ -351,7 +351,7 @@ class ExecutorTools:
         if adopting is not None:
             await adopting.wait()
             return None
-        slot = self.admission.admit(owner)  # it runs here from now on: it takes one of the owner's places
+        slot = await self.admission.admit(owner)  # it runs here from now on: it takes one of the owner's places
         if isinstance(slot, Refusal):
             return refusal_result(slot)
         done = self._adopting[execution_id] = trio.Event()
@@ -364,7 +364,7 @@ class ExecutorTools:
             return refused
         finally:
             if not revived:  # else the revived run holds the place, and gives it back when it ends
-                slot.release()
+                await slot.release()
             del self._adopting[execution_id]
             done.set()
 

@@ -1,12 +1,15 @@
-"""`/api/limits`: the bearer's org's rate limits on tool calls, per minute.
+"""`/api/limits`: the bearer's org's limits: tool calls per minute, and executions in progress at once.
 
-    GET /api/limits   {operator, org, effective}: each {toolCallsPerMinute: {org, account, connection}}
-    PUT /api/limits   {toolCallsPerMinute: {org?, account?, connection?}}   (org admins) -> the same answer
+    GET /api/limits   {operator, org, effective}: each {toolCallsPerMinute: {org, account, connection},
+                                                         executionsInFlight: {org, account}}
+    PUT /api/limits   {toolCallsPerMinute?: {org?, account?, connection?}, executionsInFlight?: {org?, account?}}
+                      (org admins) -> the same answer
 
-`operator` is the server's ceilings (`--tool-calls-per-minute-per-*`), `org` the org admin's own, `effective` the
-stricter of the two, which is what a call is counted against; null is no limit. A limit is a whole number from 1
-to `MAX_PER_MINUTE`. An org admin may set the org's own limits (a member gets 403); setting them can only make the
-effective limits stricter. Errors are `{"error": ...}` as elsewhere under `/api`.
+`operator` is the server's ceilings (`--tool-calls-per-minute-per-*`, `--max-executions-per-*`), `org` the org
+admin's own, `effective` the stricter of the two, which is what a call or an execution is counted against; null
+is no limit. A limit is a whole number from 1 to `MAX_LIMIT`. A PUT replaces the org's own limits whole (what it
+leaves out is null). An org admin may set them (a member gets 403); setting them can only make the effective
+limits stricter. Errors are `{"error": ...}` as elsewhere under `/api`.
 """
 
 from typing import Any
@@ -14,14 +17,18 @@ from typing import Any
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Authenticator
-from executor_mcp.storage.records import OrgLimits
-from executor_mcp.tools.rates import Rates, stricter
+from executor_mcp.storage.records import UsageLimits
+from executor_mcp.tools.rates import Rates, effective
 from executor_mcp.transport.discovery import API_PREFIX
 from executor_mcp.transport.json_answers import admitted, json_body, json_error, json_ok
 
-MAX_PER_MINUTE = 1_000_000
+MAX_LIMIT = 1_000_000
 MAX_LIMITS_BODY_BYTES = 4 * 1024
-_SCOPES = ("org", "account", "connection")
+# Each section of the answer and of a PUT: its scopes, each with the field of `UsageLimits` that holds it.
+_SECTIONS: dict[str, dict[str, str]] = {
+    "toolCallsPerMinute": {"org": "org", "account": "account", "connection": "connection"},
+    "executionsInFlight": {"org": "executions_org", "account": "executions_account"},
+}
 
 
 class LimitsApi:
@@ -57,24 +64,35 @@ class LimitsApi:
         await self._rates.set_own_limits(principal.org_id, own)
         return json_ok(self._answer(own))
 
-    def _answer(self, own: OrgLimits | None) -> dict[str, Any]:
-        operator = {scope: getattr(self._rates.operator, scope) for scope in _SCOPES}
-        mine = {scope: getattr(own, scope) if own is not None else None for scope in _SCOPES}
-        effective = {scope: stricter(operator[scope], mine[scope]) for scope in _SCOPES}
+    def _answer(self, own: UsageLimits | None) -> dict[str, Any]:
+        mine = own or UsageLimits()
+        now = effective(self._rates.operator, own)
         return {
-            "operator": {"toolCallsPerMinute": operator},
-            "org": {"toolCallsPerMinute": mine},
-            "effective": {"toolCallsPerMinute": effective},
+            name: {section: _section(limits, fields) for section, fields in _SECTIONS.items()}
+            for name, limits in (("operator", self._rates.operator), ("org", mine), ("effective", now))
         }
 
 
-def _parse(body: dict[str, Any]) -> OrgLimits | str | None:
+def _section(limits: UsageLimits, fields: dict[str, str]) -> dict[str, int | None]:
+    return {scope: getattr(limits, field) for scope, field in fields.items()}
+
+
+def _parse(body: dict[str, Any]) -> UsageLimits | str | None:
     """The org's own limits from a PUT body (all null: none), or what is wrong with it."""
-    per_minute = body.get("toolCallsPerMinute")
-    if set(body) - {"toolCallsPerMinute"} or not isinstance(per_minute, dict) or set(per_minute) - set(_SCOPES):
-        return 'the body is {"toolCallsPerMinute": {"org"?, "account"?, "connection"?}}'
-    for scope, value in per_minute.items():
-        if value is not None and (type(value) is not int or not 1 <= value <= MAX_PER_MINUTE):
-            return f"toolCallsPerMinute.{scope} must be null or a whole number from 1 to {MAX_PER_MINUTE}"
-    limits = OrgLimits(**{scope: per_minute.get(scope) for scope in _SCOPES})
-    return None if limits == OrgLimits() else limits
+    shape = (
+        'the body is {"toolCallsPerMinute"?: {"org"?, "account"?, "connection"?},'
+        ' "executionsInFlight"?: {"org"?, "account"?}}'
+    )
+    if set(body) - set(_SECTIONS):
+        return shape
+    values: dict[str, int | None] = {}
+    for section, fields in _SECTIONS.items():
+        given = body.get(section, {})
+        if not isinstance(given, dict) or set(given) - set(fields):
+            return shape
+        for scope, value in given.items():
+            if value is not None and (type(value) is not int or not 1 <= value <= MAX_LIMIT):
+                return f"{section}.{scope} must be null or a whole number from 1 to {MAX_LIMIT}"
+            values[fields[scope]] = value
+    limits = UsageLimits(**values)
+    return None if limits == UsageLimits() else limits

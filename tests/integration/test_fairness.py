@@ -119,6 +119,7 @@ async def test_one_account_at_its_limit_is_refused_and_others_are_served(
                 assert "Running executions free their place when they finish." in text
                 assert refused.structured_content == {
                     "status": "execution_limit_reached",
+                    "scope": "account",
                     "limit": 2,
                     "running": 1,
                     "paused": 1,

@@ -11,6 +11,7 @@ import pytest
 import trio
 from mcp import Client
 
+from executor_mcp.config import DEFAULT_EXECUTIONS_PER_ACCOUNT
 from tests.auth_support import bearer, mint
 from tests.conftest import jwt_server, start_server
 from tests.integration.test_audit import audited
@@ -19,6 +20,12 @@ from tests.sdk import connect, text_of
 from tests.upstream import start_upstream
 
 LIST = "executor.coreTools.policies.list"
+
+
+def in_flight(org: int | None, account: int | None) -> dict[str, dict[str, int | None]]:
+    return {"executionsInFlight": {"org": org, "account": account}}
+
+
 GET_ORDER = "orders.org.myMainKey.orders.getOrder"
 CALL_UNTIL_LIMITED = """
 const outcomes = [];
@@ -95,17 +102,28 @@ async def test_an_org_admin_makes_the_limits_stricter_never_looser(
     )
     admin, member = bearer(mint("alice", "acme", role="admin")), bearer(mint("bob", "acme"))
     api = server.running.url + "/api/limits"
+    executions = in_flight(None, DEFAULT_EXECUTIONS_PER_ACCOUNT)
     assert (await http.get(api, headers=member)).json() == {
-        "operator": {"toolCallsPerMinute": {"org": 100, "account": None, "connection": None}},
-        "org": {"toolCallsPerMinute": {"org": None, "account": None, "connection": None}},
-        "effective": {"toolCallsPerMinute": {"org": 100, "account": None, "connection": None}},
+        "operator": {"toolCallsPerMinute": {"org": 100, "account": None, "connection": None}, **executions},
+        "org": {
+            "toolCallsPerMinute": {"org": None, "account": None, "connection": None},
+            **in_flight(None, None),
+        },
+        "effective": {"toolCallsPerMinute": {"org": 100, "account": None, "connection": None}, **executions},
     }
     refused = await http.put(api, json={"toolCallsPerMinute": {"org": 1}}, headers=member)
     assert (refused.status_code, refused.json()) == (
         403,
         {"error": "Only an organization admin can change the org's limits"},
     )
-    for body in ({"toolCallsPerMinute": {"org": 0}}, {"toolCallsPerMinute": {"team": 1}}, {"org": 1}):
+    for body in (
+        {"toolCallsPerMinute": {"org": 0}},
+        {"toolCallsPerMinute": {"team": 1}},
+        {"org": 1},
+        {"executionsInFlight": {"connection": 1}},
+        {"executionsInFlight": {"account": 1.5}},
+        {"executionsInFlight": [1]},
+    ):
         bad = await http.put(api, json=body, headers=admin)
         assert bad.status_code == 400, body
     changed = await http.put(api, json={"toolCallsPerMinute": {"org": 500, "account": 2}}, headers=admin)

@@ -4,45 +4,67 @@ import pytest
 import trio
 import trio.testing
 
-from executor_mcp.execution.admission import Admission, Refusal, Slot, refusal_result
+from executor_mcp.execution.admission import Refusal, Slot, refusal_result
 from executor_mcp.execution.runs import REMEMBERED, REPLAYS, Pause, PendingApprovals
 from executor_mcp.sandbox.slots import FairSlots, SlotQueue
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.approval import ApprovalAnswer, Interaction
+from tests.admissions import admission, admitted
 
 ALICE = Owner("alice", "acme")
 NAMESAKE = Owner("alice", "evil")
 BOB = Owner("bob", "acme")
 
 
-def admitted(admission: Admission, owner: Owner) -> Slot:
-    slot = admission.admit(owner)
-    assert isinstance(slot, Slot)
-    return slot
+async def test_the_budget_is_per_account_and_org() -> None:
+    budget = admission(2)
+    first, second = await admitted(budget, ALICE), await admitted(budget, ALICE)
+    assert isinstance(await budget.admit(ALICE), Refusal)
+    await admitted(budget, NAMESAKE)  # the same account name in another org is someone else
+    await admitted(budget, BOB)
+    await first.release()
+    await first.release()  # idempotent: a second release frees nothing more
+    third = await admitted(budget, ALICE)
+    assert isinstance(await budget.admit(ALICE), Refusal)
+    await second.release()
+    await third.release()
+    assert budget.in_progress(ALICE) == 0
 
 
-def test_the_budget_is_per_account_and_org() -> None:
-    admission = Admission(2)
-    first, second = admitted(admission, ALICE), admitted(admission, ALICE)
-    assert isinstance(admission.admit(ALICE), Refusal)
-    admitted(admission, NAMESAKE)  # the same account name in another org is someone else
-    admitted(admission, BOB)
-    first.release()
-    first.release()  # idempotent: a second release frees nothing more
-    third = admitted(admission, ALICE)
-    assert isinstance(admission.admit(ALICE), Refusal)
-    second.release()
-    third.release()
-    assert admission.in_progress(ALICE) == 0
+async def test_an_orgs_budget_is_its_accounts_together_and_names_no_pause() -> None:
+    budget = admission(2, per_org=3)
+    alices = [await admitted(budget, ALICE), await admitted(budget, ALICE)]
+    bobs = await admitted(budget, BOB)
+    async with alices[0].pausing("exec_1"):
+        refusal = await budget.admit(Owner("carol", "acme"))
+        assert refusal == Refusal(limit=3, running=2, paused=1, pause_ids=(), scope="org")
+        assert isinstance(await budget.admit(NAMESAKE), Slot)  # another org's budget is its own
+    text = refusal_result(refusal)["content"][0]["text"]
+    assert text.startswith("Execution refused: this organization already has 3 executions in progress (2 running, ")
+    assert "the most one organization may have at once (3)" in text
+    assert "resume tool" not in text
+    assert "your client" not in text
+    assert refusal_result(refusal)["structuredContent"]["scope"] == "org"
+    await bobs.release()
+    assert isinstance(await budget.admit(Owner("carol", "acme")), Slot)
 
 
-def test_a_refusal_counts_pauses_and_names_them() -> None:
-    admission = Admission(3)
-    slots = [admitted(admission, ALICE) for _ in range(3)]
-    with slots[0].pausing("exec_1"), slots[1].pausing(None):
-        refusal = admission.admit(ALICE)
+async def test_a_revived_execution_keeps_its_place_over_the_limit() -> None:
+    budget = admission(1)
+    await admitted(budget, ALICE)
+    revived = await budget.readmit(ALICE)
+    assert budget.in_progress(ALICE) == 2
+    await revived.release()
+    assert isinstance(await budget.admit(ALICE), Refusal)
+
+
+async def test_a_refusal_counts_pauses_and_names_them() -> None:
+    budget = admission(3)
+    slots = [await admitted(budget, ALICE) for _ in range(3)]
+    async with slots[0].pausing("exec_1"), slots[1].pausing(None):
+        refusal = await budget.admit(ALICE)
         assert refusal == Refusal(limit=3, running=1, paused=2, pause_ids=("exec_1",))
-    assert admission.admit(ALICE) == Refusal(limit=3, running=3, paused=0, pause_ids=())
+    assert await budget.admit(ALICE) == Refusal(limit=3, running=3, paused=0, pause_ids=())
 
     result = refusal_result(Refusal(limit=3, running=1, paused=2, pause_ids=("exec_1",)))
     text = result["content"][0]["text"]

@@ -4,7 +4,6 @@ a run that pauses in browser mode, and the views the approvals API and pages sho
 import trio
 import trio.testing
 
-from executor_mcp.execution.admission import Admission, Slot
 from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.results import (
     BROWSER_RESUME_PROMPT,
@@ -31,6 +30,7 @@ from executor_mcp.tools.approval import (
 )
 from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.transport.approvals_api import already_answered, decided_view, ended_view, pause_view
+from tests.admissions import admission, admitted
 
 ALICE = Owner("alice", "acme")
 NAMESAKE = Owner("alice", "evil")  # the same account name in another org is someone else
@@ -255,8 +255,7 @@ async def test_an_ended_pause_remembers_what_answering_led_to() -> None:
 
 async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_approved() -> None:
     book = PendingApprovals(approval_window=60)
-    slot = Admission(1).admit(ALICE)
-    assert isinstance(slot, Slot)
+    slot = await admitted(admission(1), ALICE)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, f"/a/{pause.id}"))
     calls = []
 
@@ -291,8 +290,7 @@ async def test_a_run_in_browser_mode_pauses_in_its_wording_and_goes_on_once_appr
 async def test_a_declined_run_throws_at_its_gate() -> None:
     """The gate gives the answer (who gave it, and the execution's id, for the audit); the call throws from it."""
     book = PendingApprovals(approval_window=60)
-    slot = Admission(1).admit(ALICE)
-    assert isinstance(slot, Slot)
+    slot = await admitted(admission(1), ALICE)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
     thrown, answers = [], []
 
@@ -317,8 +315,7 @@ async def test_a_declined_run_throws_at_its_gate() -> None:
 
 async def test_an_unanswered_browser_pause_expires_with_the_window() -> None:
     book = PendingApprovals(approval_window=0.05)
-    slot = Admission(1).admit(ALICE)
-    assert isinstance(slot, Slot)
+    slot = await admitted(admission(1), ALICE)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
 
     async def body() -> dict:
@@ -340,8 +337,7 @@ async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(au
     window = 10.0
     for _ in range(40):
         book = PendingApprovals(approval_window=window)
-        slot = Admission(1).admit(ALICE)
-        assert isinstance(slot, Slot)
+        slot = await admitted(admission(1), ALICE)
         run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
         ran = []
         decided = []
@@ -365,8 +361,7 @@ async def test_a_decision_as_the_window_closes_is_honoured_or_told_it_expired(au
 async def test_an_approved_pause_whose_execution_ends_early_still_reads_approved() -> None:
     """Approved, then the session closed while the tool ran: the page must not say nobody answered."""
     book = PendingApprovals(approval_window=60)
-    slot = Admission(1).admit(ALICE)
-    assert isinstance(slot, Slot)
+    slot = await admitted(admission(1), ALICE)
     run = Run(book, slot, mode="browser", worded=lambda pause: render_browser_paused(pause.id, "u"))
     running = trio.Event()
 

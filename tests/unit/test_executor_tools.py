@@ -11,7 +11,6 @@ import trio
 
 from executor_mcp.audit.model import CUT_OFF, OK, AuditRecord
 from executor_mcp.codec import JsonObject
-from executor_mcp.execution.admission import Admission, Slot
 from executor_mcp.execution.engine import ToolCall
 from executor_mcp.execution.runs import PendingApprovals, Run
 from executor_mcp.policies.toolkit_service import Toolkits
@@ -32,6 +31,7 @@ from executor_mcp.tools.errors import ToolThrow
 from executor_mcp.toolserver.executor_tools import ExecutorTools
 from executor_mcp.toolserver.registry import ToolContext
 from executor_mcp.toolserver.sandbox_calls import SandboxCalls, outcome_of
+from tests.admissions import admission, admitted
 
 ALICE = Owner("alice", "acme")
 
@@ -43,7 +43,7 @@ def _meta(elicitation_mode: str = MODEL_ELICITATION, mode: str = "execute", vers
 def _tools(approvals: PendingApprovals | None = None) -> ExecutorTools:
     approvals = approvals or PendingApprovals(approval_window=60)
     nothing: Any = None  # neither is reached by what these tests call
-    return ExecutorTools(nothing, Catalog([]), nothing, approvals, Admission(1), lambda: "http://x", None, nothing)
+    return ExecutorTools(nothing, Catalog([]), nothing, approvals, admission(1), lambda: "http://x", None, nothing)
 
 
 def _context(meta: SessionMeta) -> ToolContext:
@@ -119,10 +119,11 @@ class FakeCatalog:
         return self.answer
 
 
-def _calls(catalog: FakeCatalog, audit: list[AuditRecord] | None, inline: InlineAsk | None = None) -> SandboxCalls:
+async def _calls(
+    catalog: FakeCatalog, audit: list[AuditRecord] | None, inline: InlineAsk | None = None
+) -> SandboxCalls:
     approvals = PendingApprovals(approval_window=60)
-    slot = Admission(1).admit(ALICE)
-    assert isinstance(slot, Slot)
+    slot = await admitted(admission(1), ALICE)
     run = Run(approvals, slot, mode=MODEL_ELICITATION)
 
     async def record(entry: AuditRecord) -> None:
@@ -146,7 +147,7 @@ def _calls(catalog: FakeCatalog, audit: list[AuditRecord] | None, inline: Inline
 
 async def test_a_sandboxed_call_is_audited_with_its_outcome() -> None:
     audit: list[AuditRecord] = []
-    calls = _calls(FakeCatalog({"ok": False, "error": {"code": "tool_blocked"}}), audit)
+    calls = await _calls(FakeCatalog({"ok": False, "error": {"code": "tool_blocked"}}), audit)
     result = await calls.invoke(ToolCall(1, "github.issues.create", lambda: None), {})
     assert result["ok"] is False
     [record] = audit
@@ -160,7 +161,7 @@ async def test_a_sandboxed_call_is_audited_with_its_outcome() -> None:
 
 async def test_a_throwing_call_is_audited_as_thrown_and_still_throws() -> None:
     audit: list[AuditRecord] = []
-    calls = _calls(FakeCatalog(ToolThrow("no")), audit)
+    calls = await _calls(FakeCatalog(ToolThrow("no")), audit)
     with pytest.raises(ToolThrow):
         await calls.invoke(ToolCall(1, "search", lambda: None), {})
     assert [record.outcome for record in audit] == ["threw"]
@@ -173,14 +174,14 @@ async def test_a_call_cut_off_by_a_cancel_is_audited_as_cut_off() -> None:
         async def invoke(self, path: str, args: Any, context: CallContext) -> Any:
             await trio.sleep_forever()
 
-    calls = _calls(Slow(None), audit)
+    calls = await _calls(Slow(None), audit)
     with trio.move_on_after(0.01):
         await calls.invoke(ToolCall(1, "a.b", lambda: None), {})
     assert [record.outcome for record in audit] == [CUT_OFF]
 
 
 async def test_without_an_audit_a_call_only_runs() -> None:
-    calls = _calls(FakeCatalog("value"), None)
+    calls = await _calls(FakeCatalog("value"), None)
     assert await calls.invoke(ToolCall(1, "search", lambda: None), {}) == "value"
 
 
@@ -189,11 +190,11 @@ async def test_the_gate_asks_inline_only_when_the_session_does() -> None:
         return {"action": "accept"}
 
     call = ToolCall(1, "a.b", lambda: None)
-    paused = _calls(FakeCatalog(None), None)
+    paused = await _calls(FakeCatalog(None), None)
     gate = paused.gate(call)
     assert isinstance(gate, functools.partial)
     assert (gate.func, gate.args) == (paused.run.gate, (call,))  # it pauses the run
-    inline = _calls(FakeCatalog(None), None, InlineAsk({"elicitation": {}}, ask))
+    inline = await _calls(FakeCatalog(None), None, InlineAsk({"elicitation": {}}, ask))
     approval = await inline.gate(call)(Interaction("a.b", "Approve a.b?", {}))
     assert approval == Approval("accept", CLIENT)
 

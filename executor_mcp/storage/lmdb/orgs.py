@@ -14,7 +14,7 @@ from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.exported import lmdb_text_keyed, lmdb_text_keyed_import
 from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.lmdb import keys
-from executor_mcp.storage.records import ApiKeyRecord, OrgLimits, OrgRecord, decode, decoded_or_skipped, encode
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, UsageLimits, decode, decoded_or_skipped, encode
 
 
 class LmdbOrgs:
@@ -40,7 +40,7 @@ class LmdbOrgs:
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
         return await self._env.write(lambda txn: self._change(txn, org_id, at, revoked=revoked))
 
-    async def set_org_limits(self, org_id: str, limits: OrgLimits | None, at: float) -> OrgRecord:
+    async def set_org_limits(self, org_id: str, limits: UsageLimits | None, at: float) -> OrgRecord:
         return await self._env.write(lambda txn: self._change(txn, org_id, at, limits=limits))
 
     def _change(self, txn: Txn, org_id: str, at: float, **changes: Any) -> OrgRecord:

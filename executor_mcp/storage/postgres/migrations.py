@@ -14,6 +14,7 @@ from executor_mcp.storage.postgres import (
     catalog,
     console,
     executions,
+    in_flight,
     instances,
     oauth,
     orgs,
@@ -52,6 +53,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "oauth refresh claims", oauth.CLAIM_TABLES),
     Migration(5, "toolkits", toolkits.TABLES),
     Migration(6, "rate limits", rates.TABLES),
+    Migration(7, "executions in flight", in_flight.TABLES),
 )
 LATEST = MIGRATIONS[-1].version
 

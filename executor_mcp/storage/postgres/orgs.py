@@ -22,7 +22,7 @@ import psycopg
 from executor_mcp.storage.exported import text_keyed, text_keyed_rows
 from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.postgres.database import Database, storable
-from executor_mcp.storage.records import ApiKeyRecord, OrgLimits, OrgRecord, decode, decoded_or_skipped, encode
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, UsageLimits, decode, decoded_or_skipped, encode
 
 # Identifiers sort as LMDB's keys do (by bytes: UTF-8 in the "C" collation), so listings keep LMDB's order.
 TABLES: tuple[str, ...] = (
@@ -88,7 +88,7 @@ class PgOrgs:
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
         return await self._database.transact(lambda connection: _change(connection, org_id, at, revoked=revoked))
 
-    async def set_org_limits(self, org_id: str, limits: OrgLimits | None, at: float) -> OrgRecord:
+    async def set_org_limits(self, org_id: str, limits: UsageLimits | None, at: float) -> OrgRecord:
         return await self._database.transact(lambda connection: _change(connection, org_id, at, limits=limits))
 
     async def orgs(self) -> list[OrgRecord]:

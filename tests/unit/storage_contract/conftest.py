@@ -19,6 +19,7 @@ from executor_mcp.storage.interfaces import (
     CatalogStore,
     DataDirFacts,
     ExecutionJournals,
+    InFlightStore,
     OAuthStore,
     OrgStore,
     PausedDirectory,
@@ -182,6 +183,11 @@ def toolkits(plane: ControlPlane) -> ToolkitStore:
 @pytest.fixture
 def rates(plane: ControlPlane) -> RateStore:
     return plane.rates
+
+
+@pytest.fixture
+def in_flight(plane: ControlPlane) -> InFlightStore:
+    return plane.in_flight
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The org store's and the API key store's contract, on every backend."""
 
 from executor_mcp.storage.interfaces import ApiKeyStore, OrgStore
-from executor_mcp.storage.records import ApiKeyRecord, OrgLimits, OrgRecord
+from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, UsageLimits
 
 
 async def test_an_org_is_noted_once_and_keeps_when_it_was_first_seen(orgs: OrgStore) -> None:
@@ -29,11 +29,11 @@ async def test_revoking_and_reinstating_an_org(orgs: OrgStore) -> None:
 
 async def test_an_orgs_own_limits_are_kept_with_it_and_leave_the_rest_as_it_was(orgs: OrgStore) -> None:
     await orgs.set_org_revoked("acme", True, 10.0)
-    limited = await orgs.set_org_limits("acme", OrgLimits(org=100, account=10), 20.0)
-    assert limited == OrgRecord("acme", 10.0, revoked=True, changed_at=20.0, limits=OrgLimits(org=100, account=10))
+    limited = await orgs.set_org_limits("acme", UsageLimits(org=100, account=10), 20.0)
+    assert limited == OrgRecord("acme", 10.0, revoked=True, changed_at=20.0, limits=UsageLimits(org=100, account=10))
     assert await orgs.get_org("acme") == limited
     assert (await orgs.set_org_limits("acme", None, 30.0)).limits is None
-    assert (await orgs.set_org_limits("new", OrgLimits(connection=5), 40.0)).first_seen_at == 40.0
+    assert (await orgs.set_org_limits("new", UsageLimits(connection=5), 40.0)).first_seen_at == 40.0
 
 
 async def test_revoked_among_names_the_revoked_orgs_of_those_asked_about(orgs: OrgStore) -> None:
