@@ -1,10 +1,10 @@
 """Rate-limit state (`interfaces.RateStore`) in PostgreSQL, shared by every instance: one row per key, its TAT.
 
-A call's keys are charged in one transaction: their rows are made if missing, locked in key order (so two calls
-sharing keys never deadlock), weighed by `ratelimits.model.take` against the database's clock (instances' clocks
-may disagree; the database's is one), and written back only if every key admits the call. A refused call writes
-nothing. Rows whose TAT has passed hold nothing a missing row would not: `forget_expired` deletes them, so the
-table holds the keys active in the last minute.
+A call's keys are charged in one transaction of two statements: the first makes the missing rows, locks them all
+in key order (so two calls sharing keys never deadlock) and reads them with the database's clock (instances' clocks
+may disagree; the database's is one); they are weighed by `ratelimits.model.take`, and the second writes them back
+only if every key admits the call. A refused call changes nothing. Rows whose TAT has passed hold nothing a
+missing row would not: `forget_expired` deletes them, so the table holds the keys active in the last minute.
 """
 
 from typing import Any
@@ -33,14 +33,15 @@ class PgRates:
         keys = sorted({limit.key for limit in limits})
 
         def _take(connection: psycopg.Connection[Any]) -> RateLimited | None:
-            connection.execute(
-                "INSERT INTO rate_tats (key, tat) SELECT unnest(%s::text[]), 0 ON CONFLICT (key) DO NOTHING", (keys,)
-            )
+            # One statement makes the missing rows, locks them all in key order, reads them and the clock.
             rows = connection.execute(
-                "SELECT key, tat FROM rate_tats WHERE key = ANY(%s) ORDER BY key FOR UPDATE", (keys,)
+                "INSERT INTO rate_tats (key, tat) SELECT key, 0 FROM unnest(%s::text[]) AS key ORDER BY key"
+                " ON CONFLICT (key) DO UPDATE SET tat = rate_tats.tat"
+                " RETURNING key, tat, extract(epoch FROM clock_timestamp())::float8",
+                (keys,),
             ).fetchall()
-            (now,) = connection.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone() or (0.0,)
-            taken = take({key: tat for key, tat in rows}, limits, now)
+            now = max(row[2] for row in rows)
+            taken = take({key: tat for key, tat, _ in rows}, limits, now)
             if isinstance(taken, RateLimited):
                 return taken
             connection.execute(
