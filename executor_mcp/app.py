@@ -305,7 +305,7 @@ async def _serve(
         account=settings.tool_calls_per_minute_per_account,
         connection=settings.tool_calls_per_minute_per_connection,
         executions_org=settings.max_executions_per_org,
-        executions_account=executions_per_account(settings, pool),
+        executions_account=settings.max_executions_per_account,
     )
     rates = Rates(control.rates, control.orgs, operator_limits)
     catalog = build_catalog(integrations, links, rates)
@@ -315,7 +315,9 @@ async def _serve(
     # Before anything of the instance's sessions is recovered or served: another process may still serve them.
     lease = InstanceLease(control.leases, settings.instance_id or "", holder_name(settings.data_dir))
     await lease.acquire()
-    admission = Admission(control.in_flight, rates.effective, settings.instance_id or "")
+    admission = Admission(
+        control.in_flight, rates.effective, settings.instance_id or "", guard=executions_per_account(settings, pool)
+    )
     await admission.clear()
     catalog_tools = ExecutorTools(
         Engine(pool, limits, metrics.observe_execution),

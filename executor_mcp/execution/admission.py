@@ -7,9 +7,10 @@ at most so many executions in progress, running and paused together, and so may 
 the operator's limit and the org admin's own, `tools/rates.Rates.effective`); one more is refused at once with
 a text that says how many are in progress and how to free a place.
 
-The places are kept by the control plane's `InFlightStore`: in memory on a data dir, in PostgreSQL where
-several instances share one (so a limit holds across them). A run holds its `Slot` from `admit` until it ends,
-and marks it paused while it waits on a human, so a refusal can count the pauses and name the account's own.
+Each account's guard on this process's workers is counted in memory here; limits an operator or org admin sets
+are counted by the control plane's `InFlightStore`: in memory on a data dir, in PostgreSQL where several
+instances share one (so a limit holds across them). A run holds its `Slot` from `admit` until it ends, and marks
+it paused while it waits on a human, so a refusal can count the pauses and name the account's own.
 """
 
 import logging
@@ -24,6 +25,7 @@ from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.results import text_result
 from executor_mcp.ratelimits.in_flight import ACCOUNT, Full, ceilings_for
 from executor_mcp.storage.interfaces import InFlightStore
+from executor_mcp.storage.lmdb.in_flight import MemoryInFlight
 from executor_mcp.storage.records import Owner, UsageLimits
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ class Slot:
     _waits: int = 0  # gated calls of this execution waiting on a human right now
     _pause_ids: list[str] = attrs.Factory(list)
     released: bool = False
+    counted_in_store: bool = False  # it holds a place in the control plane's store too (a limit is configured)
 
     @property
     def paused(self) -> bool:
@@ -90,12 +93,19 @@ class Admission:
         store: InFlightStore,
         limits: Callable[[str | None], Awaitable[UsageLimits]],
         instance: str = "",
+        *,
+        guard: int,
     ) -> None:
-        """`limits` gives an org's effective limits (the executions' fields are read); `instance` names this
-        process among those sharing `store`."""
+        """Two counts. `guard`: the most executions one account may have in progress in this process, counted
+        here, since the sandbox workers it keeps an account from holding are this process's. `limits`: an org's
+        configured limits (`UsageLimits.executions_*`, the operator's flags and the org admin's own), counted in
+        `store`, across every instance sharing it; only where one is set, so that a deployment that sets none
+        pays no store round trip per execution. `instance` names this process among those sharing `store`."""
         self._store = store
         self._limits = limits
         self._instance = instance
+        self._guard = guard
+        self._here = MemoryInFlight()
         self._live: dict[str, Slot] = {}
 
     async def admit(self, owner: Owner) -> Slot | Refusal:
@@ -110,19 +120,26 @@ class Admission:
 
     async def _enter(self, owner: Owner, *, beyond: bool) -> Slot | Refusal:
         limits = await self._limits(owner.org_id)
-        ceilings = ceilings_for(
-            owner.org_id or "", owner.account_id, org=limits.executions_org, account=limits.executions_account
+        org_id = owner.org_id or ""
+        configured = ceilings_for(
+            org_id, owner.account_id, org=limits.executions_org, account=limits.executions_account
         )
         slot = Slot(owner, uuid.uuid4().hex, self)
-        self._live[slot.holder] = slot  # before the store holds it: `keep` must never drop a place being taken
-        try:
-            full = await self._store.enter(self._instance, slot.holder, ceilings, beyond=beyond)
-        except BaseException:
-            del self._live[slot.holder]
-            raise
+        guard = ceilings_for(org_id, owner.account_id, org=None, account=self._guard)
+        full = await self._here.enter(self._instance, slot.holder, guard, beyond=beyond)
         if full is not None:
-            del self._live[slot.holder]
             return _refusal(full)
+        self._live[slot.holder] = slot  # before the store holds it: `keep` must never drop a place being taken
+        if configured:
+            try:
+                full = await self._store.enter(self._instance, slot.holder, configured, beyond=beyond)
+            except BaseException:
+                await self._forget_here(slot)
+                raise
+            if full is not None:
+                await self._forget_here(slot)
+                return _refusal(full)
+            slot.counted_in_store = True
         return slot
 
     def in_progress(self, owner: Owner) -> int:
@@ -131,13 +148,20 @@ class Admission:
 
     async def mark(self, slot: Slot) -> None:
         if slot.holder in self._live:
-            await _best_effort(
-                "marking an execution paused", self._store.mark(slot.holder, slot._waits, tuple(slot._pause_ids))
-            )
+            waits, pause_ids = slot._waits, tuple(slot._pause_ids)
+            await self._here.mark(slot.holder, waits, pause_ids)
+            if slot.counted_in_store:
+                await _best_effort("marking an execution paused", self._store.mark(slot.holder, waits, pause_ids))
 
     async def forget(self, slot: Slot) -> None:
-        if self._live.pop(slot.holder, None) is not None:
-            await _best_effort("giving an execution's place back", self._store.leave(slot.holder))
+        if slot.holder in self._live:
+            await self._forget_here(slot)
+            if slot.counted_in_store:
+                await _best_effort("giving an execution's place back", self._store.leave(slot.holder))
+
+    async def _forget_here(self, slot: Slot) -> None:
+        del self._live[slot.holder]
+        await self._here.leave(slot.holder)
 
     async def clear(self) -> None:
         """At start, before serving: the places a previous process of this instance left are not ours."""

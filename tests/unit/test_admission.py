@@ -6,7 +6,9 @@ import trio.testing
 
 from executor_mcp.execution.admission import Refusal, Slot, refusal_result
 from executor_mcp.execution.runs import REMEMBERED, REPLAYS, Pause, PendingApprovals
+from executor_mcp.ratelimits.in_flight import Ceiling, Full
 from executor_mcp.sandbox.slots import FairSlots, SlotQueue
+from executor_mcp.storage.lmdb.in_flight import MemoryInFlight
 from executor_mcp.storage.records import Owner
 from executor_mcp.tools.approval import ApprovalAnswer, Interaction
 from tests.admissions import admission, admitted
@@ -203,3 +205,32 @@ async def test_one_owner_ending_many_pauses_keeps_anothers_replay() -> None:
     assert replay["structuredContent"]["result"] == 1
     stranger = await book.resume("exec_alice", mallory, ApprovalAnswer("accept"))
     assert stranger["structuredContent"]["status"] == "execution_not_found"
+
+
+class CountingStore(MemoryInFlight):
+    """The embedded backend's store, counting the places asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = 0
+
+    async def enter(self, instance: str, holder: str, ceilings: list[Ceiling], *, beyond: bool = False) -> Full | None:
+        self.entered += 1
+        return await super().enter(instance, holder, ceilings, beyond=beyond)
+
+
+async def test_the_store_counts_only_configured_limits_and_shares_them_between_processes() -> None:
+    store = CountingStore()
+    unconfigured = admission(2, store=store, instance="a")
+    await (await admitted(unconfigured, ALICE)).release()
+    assert store.entered == 0  # the guard alone is counted in the process: no store round trip
+
+    on_a = admission(5, per_account=1, store=store, instance="a")
+    on_b = admission(5, per_account=1, store=store, instance="b")
+    first = await admitted(on_a, ALICE)
+    assert store.entered == 1
+    refusal = await on_b.admit(ALICE)  # another process, the same store: the configured limit is shared
+    assert refusal == Refusal(limit=1, running=1, paused=0, pause_ids=())
+    await first.release()
+    await admitted(on_b, ALICE)
+    assert on_a.in_progress(ALICE) == 0
