@@ -61,12 +61,22 @@ class Database:
 
     async def transact(self, work: Callable[[psycopg.Connection], T]) -> T:
         """`work` inside one transaction on a pooled connection, committed when it returns."""
+        return await self._run(work, transaction=True)
+
+    async def statement(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """`work` on a pooled connection, each of its statements its own transaction: one round trip for one
+        statement, and whatever it locks is released inside the server as it ends, never held while the answer
+        travels back to a thread that may be slow to wake. `work` must be idempotent: on a pooled connection the
+        server dropped, it runs once more on a new one."""
+        return await self._run(work, transaction=False)
+
+    async def _run(self, work: Callable[[psycopg.Connection], T], *, transaction: bool) -> T:
         async with self._slots:
             if self._closed:
                 raise StoreUnavailable("the database pool is closed")
             held = _Held(self._idle.pop() if self._idle else None)
             try:
-                return await trio.to_thread.run_sync(held.run, self._url, work)
+                return await trio.to_thread.run_sync(held.run, self._url, work, transaction)
             finally:
                 if held.connection is not None and not held.connection.closed and not held.connection.broken:
                     self._idle.append(held.connection)
@@ -102,12 +112,19 @@ class _Held:
     def __init__(self, connection: psycopg.Connection | None) -> None:
         self.connection = connection
 
-    def run(self, url: str, work: Callable[[psycopg.Connection], T]) -> T:
+    def run(self, url: str, work: Callable[[psycopg.Connection], T], transaction: bool) -> T:
         try:
-            if self.connection is not None:
-                with contextlib.ExitStack() as transaction:
+            if self.connection is not None and not transaction:
+                try:
+                    return work(self.connection)
+                except psycopg.OperationalError:
+                    if not self.connection.broken:
+                        raise  # the server answered (a statement timeout): not a dropped connection
+                    self.connection.close()  # dropped, as below: the idempotent work runs on a new one
+            elif self.connection is not None:
+                with contextlib.ExitStack() as block:
                     try:
-                        transaction.enter_context(self.connection.transaction())
+                        block.enter_context(self.connection.transaction())
                     except psycopg.OperationalError:
                         # An idle connection the server dropped (it restarted): its BEGIN failed, nothing ran, so
                         # a new connection may do the work; without this every pooled connection would cost one
@@ -116,7 +133,7 @@ class _Held:
                     else:
                         return work(self.connection)
             self.connection = connect(url)
-            with self.connection.transaction():
+            with self.connection.transaction() if transaction else contextlib.nullcontext():
                 return work(self.connection)
         except psycopg.OperationalError as exc:
             if self.connection is not None:

@@ -2,10 +2,11 @@
 execution, with the keys it counts under and the instance that runs it.
 
 A row counts only while its instance's lease is live (`instances.py`) or it is the asking instance's own: a
-process that died holds nothing once its lease lapses (10 s), however its rows were left. Taking a place locks
-its keys (transaction-scoped advisory locks, taken in key order so two executions sharing keys never deadlock),
-counts the live rows under them and inserts its own only if every ceiling admits it, so two instances admitting
-at once cannot both take a key's last place. A `leave` lost to an outage is mended by `keep`, which each
+process that died holds nothing once its lease lapses (10 s), however its rows were left. Taking a place is one
+statement (`executions_enter`): it locks the keys (transaction-scoped advisory locks, taken in key order so two
+executions sharing keys never deadlock), counts the live rows under them and inserts its own only if every
+ceiling admits it, so two instances admitting at once cannot both take a key's last place. Every call here is
+one statement, one round trip. A `leave` lost to an outage is mended by `keep`, which each
 instance runs every few seconds with the places it knows it holds.
 """
 
@@ -29,6 +30,53 @@ TABLES: tuple[str, ...] = (
     )""",
     "CREATE INDEX executions_in_flight_by_key ON executions_in_flight USING gin (keys)",
     "CREATE INDEX executions_in_flight_by_instance ON executions_in_flight (instance_id)",
+    # Taking a place is one statement, so the keys' locks are held only inside the server (a transaction of
+    # several round trips would hold them while each answer travels to a thread that, on a busy server, is slow
+    # to wake, and every execution of an org waits on the org's key). Being VOLATILE, each of its queries sees
+    # what committed before it ran, so the count after the locks sees every place taken before them. It takes
+    # the place if every key has fewer than its most (`ratelimits.in_flight.first_full`'s rule), and answers
+    # nothing; else what each key holds, for the refusal.
+    """CREATE FUNCTION executions_enter(
+        p_instance text, p_holder text, p_keys text[], p_mosts integer[], p_locks bigint[], p_beyond boolean
+    ) RETURNS TABLE (key text, running integer, paused integer, pause_ids text[])
+    LANGUAGE plpgsql VOLATILE AS $$
+    BEGIN
+        IF NOT p_beyond THEN
+            PERFORM pg_advisory_xact_lock(l.lock) FROM unnest(p_locks) WITH ORDINALITY AS l(lock, n) ORDER BY l.n;
+            IF EXISTS (
+                SELECT 1 FROM unnest(p_keys, p_mosts) AS w(key, most)
+                WHERE (
+                    SELECT count(*) FROM executions_in_flight f
+                    LEFT JOIN instance_leases l ON l.instance_id = f.instance_id
+                    WHERE f.keys @> ARRAY[w.key]
+                    AND (f.instance_id = p_instance OR l.expires_at >= clock_timestamp())
+                ) >= w.most
+            ) THEN
+                RETURN QUERY
+                    WITH live AS (
+                        SELECT f.keys, f.waits, f.pause_ids, f.entered_at FROM executions_in_flight f
+                        LEFT JOIN instance_leases l ON l.instance_id = f.instance_id
+                        WHERE f.keys && p_keys
+                        AND (f.instance_id = p_instance OR l.expires_at >= clock_timestamp())
+                    )
+                    SELECT w.key, c.running, c.paused, i.ids FROM unnest(p_keys) AS w(key),
+                    LATERAL (
+                        SELECT count(*) FILTER (WHERE v.waits = 0)::integer AS running,
+                            count(*) FILTER (WHERE v.waits > 0)::integer AS paused
+                        FROM live v WHERE v.keys @> ARRAY[w.key]
+                    ) AS c,
+                    LATERAL (
+                        SELECT coalesce(array_agg(u.p ORDER BY v.entered_at, u.n), '{}') AS ids
+                        FROM live v CROSS JOIN LATERAL unnest(v.pause_ids) WITH ORDINALITY AS u(p, n)
+                        WHERE v.keys @> ARRAY[w.key] AND v.waits > 0
+                    ) AS i;
+                RETURN;
+            END IF;
+        END IF;
+        INSERT INTO executions_in_flight (holder, instance_id, keys) VALUES (p_holder, p_instance, p_keys)
+            ON CONFLICT (holder) DO NOTHING;
+    END
+    $$""",
 )
 # A place younger than this is never dropped by `keep`: it may be being taken while the keeper reads its list.
 KEEP_SPARES_SECONDS = 5.0
@@ -46,37 +94,32 @@ class PgInFlight:
 
     async def enter(self, instance: str, holder: str, ceilings: list[Ceiling], *, beyond: bool = False) -> Full | None:
         ceilings = [ceiling for ceiling in ceilings if storable(ceiling.key)]
-        keys = sorted({ceiling.key for ceiling in ceilings})
+        most = {ceiling.key: ceiling.most for ceiling in sorted(ceilings, key=lambda ceiling: ceiling.key)}
+        locks = [_lock_key(key) for key in most]
 
-        def _enter(connection: psycopg.Connection[Any]) -> Full | None:
-            if not beyond and keys:
-                connection.execute(
-                    "SELECT pg_advisory_xact_lock(lock) FROM unnest(%s::bigint[]) WITH ORDINALITY AS l(lock, n)"
-                    " ORDER BY n",
-                    ([_lock_key(key) for key in keys],),
-                )
-                full = first_full(ceilings, _held(connection, instance, keys))
-                if full is not None:
-                    return full
-            connection.execute(
-                "INSERT INTO executions_in_flight (holder, instance_id, keys) VALUES (%s, %s, %s)"
-                " ON CONFLICT (holder) DO NOTHING",
-                (holder, instance, keys),
-            )
+        def _enter(connection: psycopg.Connection[Any]) -> list[tuple[str, int, int, list[str]]]:
+            return connection.execute(
+                "SELECT * FROM executions_enter(%s, %s, %s, %s, %s, %s)",
+                (instance, holder, list(most), list(most.values()), locks, beyond),
+            ).fetchall()
+
+        held = await self._database.statement(_enter)
+        if not held:
             return None
-
-        return await self._database.transact(_enter)
+        full = first_full(ceilings, {key: Held(running, paused, tuple(ids)) for key, running, paused, ids in held})
+        assert full is not None, "the database refused a place no ceiling is full for"
+        return full
 
     async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...]) -> None:
         kept = [pause_id for pause_id in pause_ids if storable(pause_id)]
-        await self._database.transact(
+        await self._database.statement(
             lambda connection: connection.execute(
                 "UPDATE executions_in_flight SET waits = %s, pause_ids = %s WHERE holder = %s", (waits, kept, holder)
             )
         )
 
     async def leave(self, holder: str) -> None:
-        await self._database.transact(
+        await self._database.statement(
             lambda connection: connection.execute("DELETE FROM executions_in_flight WHERE holder = %s", (holder,))
         )
 
@@ -88,31 +131,11 @@ class PgInFlight:
                 (instance, list(holders), KEEP_SPARES_SECONDS),
             ).rowcount
 
-        return await self._database.transact(_keep)
+        return await self._database.statement(_keep)
 
     async def clear(self, instance: str) -> int:
-        return await self._database.transact(
+        return await self._database.statement(
             lambda connection: (
                 connection.execute("DELETE FROM executions_in_flight WHERE instance_id = %s", (instance,)).rowcount
             )
         )
-
-
-def _held(connection: psycopg.Connection[Any], instance: str, keys: list[str]) -> dict[str, Held]:
-    """What each of `keys` holds now, counting the rows of live instances (and the asker's own)."""
-    rows = connection.execute(
-        "SELECT key, f.waits, f.pause_ids FROM executions_in_flight f CROSS JOIN LATERAL unnest(f.keys) AS key"
-        " LEFT JOIN instance_leases l ON l.instance_id = f.instance_id"
-        " WHERE f.keys && %s::text[] AND key = ANY(%s)"
-        " AND (f.instance_id = %s OR l.expires_at >= clock_timestamp())"
-        " ORDER BY f.entered_at",
-        (keys, keys, instance),
-    ).fetchall()
-    held: dict[str, Held] = {}
-    for key, waits, pause_ids in rows:
-        now = held.get(key, Held())
-        if waits:
-            held[key] = Held(now.running, now.paused + 1, now.pause_ids + tuple(pause_ids))
-        else:
-            held[key] = Held(now.running + 1, now.paused, now.pause_ids)
-    return held

@@ -53,7 +53,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "oauth refresh claims", oauth.CLAIM_TABLES),
     Migration(5, "toolkits", toolkits.TABLES),
     Migration(6, "rate limits", rates.TABLES),
-    Migration(7, "executions in flight", in_flight.TABLES),
+    Migration(7, "executions in flight, and rate limits in one statement", in_flight.TABLES + rates.FUNCTIONS),
 )
 LATEST = MIGRATIONS[-1].version
 
