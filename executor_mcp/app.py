@@ -37,7 +37,7 @@ from executor_mcp.config import (
     check_shared_database,
     data_dir_facts,
 )
-from executor_mcp.execution.admission import KEEP_SECONDS, Admission
+from executor_mcp.execution.admission import MEND_SECONDS, Admission
 from executor_mcp.execution.engine import Engine
 from executor_mcp.execution.limits import Limits
 from executor_mcp.execution.runs import PendingApprovals
@@ -414,7 +414,7 @@ async def _serve(
             await root.start(manager.run)
             root.start_soon(integrations.discoveries.refresh_stale)
             root.start_soon(forever, "forgetting expired rate-limit counts", control.rates.forget_expired, 60.0)
-            root.start_soon(forever, "keeping the places of executions in flight", admission.keep, KEEP_SECONDS)
+            root.start_soon(forever, "mending the places of executions in flight", admission.mend, MEND_SECONDS)
             if integrations.oauth is not None:
                 root.start_soon(integrations.oauth.sweep_expired)
 

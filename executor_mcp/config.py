@@ -390,7 +390,8 @@ OPTIONS = (
     Option(
         "max_executions_per_account",
         _positive_int,
-        "executions one account may have running or paused at once in an org; one more is refused",
+        "executions one account may have running or paused at once in an org, on each instance; set, it is also "
+        "counted across instances on --database-url; one more is refused",
         default=f"{DEFAULT_EXECUTIONS_PER_ACCOUNT} with --auth jwt; with --auth none, what the pool gives its one "
         "account (56 of 64 workers)",
     ),

@@ -23,7 +23,7 @@ import trio
 
 from executor_mcp.codec import JsonObject
 from executor_mcp.protocol.results import text_result
-from executor_mcp.ratelimits.in_flight import ACCOUNT, Full, ceilings_for
+from executor_mcp.ratelimits.in_flight import ACCOUNT, Ceiling, Full, ceilings_for
 from executor_mcp.storage.interfaces import InFlightStore
 from executor_mcp.storage.lmdb.in_flight import MemoryInFlight
 from executor_mcp.storage.records import Owner, UsageLimits
@@ -31,8 +31,9 @@ from executor_mcp.storage.records import Owner, UsageLimits
 log = logging.getLogger(__name__)
 
 LISTED_PAUSES = 10  # a refusal names at most this many paused executions
-# How often an instance tells a shared store which places it still holds (mending a `leave` an outage lost).
-KEEP_SECONDS = 10.0
+# How often an instance gives back the places failures lost, and sweeps those of instances long gone.
+MEND_SECONDS = 10.0
+MAX_LOST = 100_000
 
 
 @attrs.define(eq=False)
@@ -46,6 +47,7 @@ class Slot:
     _pause_ids: list[str] = attrs.Factory(list)
     released: bool = False
     counted_in_store: bool = False  # it holds a place in the control plane's store too (a limit is configured)
+    marks: int = 0  # how many times its state was marked: the store keeps the latest
 
     @property
     def paused(self) -> bool:
@@ -57,8 +59,8 @@ class Slot:
         self._waits += 1
         if pause_id is not None:
             self._pause_ids.append(pause_id)
-        await self._admission.mark(self)
         try:
+            await self._admission.mark(self)  # a checkpoint: a deadline already past cancels here, within the try
             yield
         finally:
             self._waits -= 1
@@ -107,39 +109,47 @@ class Admission:
         self._guard = guard
         self._here = MemoryInFlight()
         self._live: dict[str, Slot] = {}
+        # Places the store may hold that no execution here does: a `leave` that failed, or an `enter` whose
+        # answer was lost. `mend` gives them back; past the bound the oldest are left to `clear` and the lease.
+        self._lost: dict[str, None] = {}
 
     async def admit(self, owner: Owner) -> Slot | Refusal:
         return await self._enter(owner, beyond=False)
 
     async def readmit(self, owner: Owner) -> Slot:
         """A place for an execution admitted before a restart and revived now: it keeps its place even over the
-        limit (which may have been lowered meanwhile), as it would have without the restart."""
+        limit (which may have been lowered meanwhile), as it would have without the restart; and even when the
+        store cannot be reached, uncounted there, rather than leave the execution unrevived."""
         slot = await self._enter(owner, beyond=True)
         assert isinstance(slot, Slot)
         return slot
 
     async def _enter(self, owner: Owner, *, beyond: bool) -> Slot | Refusal:
-        limits = await self._limits(owner.org_id)
-        org_id = owner.org_id or ""
-        configured = ceilings_for(
-            org_id, owner.account_id, org=limits.executions_org, account=limits.executions_account
-        )
+        org_id, account_id = owner.org_id or "", owner.account_id
         slot = Slot(owner, uuid.uuid4().hex, self)
-        guard = ceilings_for(org_id, owner.account_id, org=None, account=self._guard)
+        guard = ceilings_for(org_id, account_id, org=None, account=self._guard)
         full = await self._here.enter(self._instance, slot.holder, guard, beyond=beyond)
         if full is not None:
             return _refusal(full)
-        self._live[slot.holder] = slot  # before the store holds it: `keep` must never drop a place being taken
-        if configured:
-            try:
+        self._live[slot.holder] = slot
+        configured: list[Ceiling] = []
+        try:
+            limits = await self._limits(owner.org_id)
+            configured = ceilings_for(org_id, account_id, org=limits.executions_org, account=limits.executions_account)
+            if configured:
                 full = await self._store.enter(self._instance, slot.holder, configured, beyond=beyond)
-            except BaseException:
-                await self._forget_here(slot)
-                raise
-            if full is not None:
-                await self._forget_here(slot)
-                return _refusal(full)
-            slot.counted_in_store = True
+        except BaseException as exc:
+            if configured:
+                self._lose(slot.holder)  # the store may have taken the place and lost the answer
+            if beyond and isinstance(exc, Exception):
+                log.warning("a revived execution's place is not counted across instances: %s", exc)
+                return slot
+            await self._forget_here(slot)
+            raise
+        if full is not None:
+            await self._forget_here(slot)
+            return _refusal(full)
+        slot.counted_in_store = bool(configured)
         return slot
 
     def in_progress(self, owner: Owner) -> int:
@@ -148,20 +158,31 @@ class Admission:
 
     async def mark(self, slot: Slot) -> None:
         if slot.holder in self._live:
-            waits, pause_ids = slot._waits, tuple(slot._pause_ids)
-            await self._here.mark(slot.holder, waits, pause_ids)
+            slot.marks += 1
+            waits, pause_ids, version = slot._waits, tuple(slot._pause_ids), slot.marks
+            await self._here.mark(slot.holder, waits, pause_ids, version)
             if slot.counted_in_store:
-                await _best_effort("marking an execution paused", self._store.mark(slot.holder, waits, pause_ids))
+                marked = self._store.mark(slot.holder, waits, pause_ids, version)
+                await _best_effort("marking an execution paused", marked)
 
     async def forget(self, slot: Slot) -> None:
         if slot.holder in self._live:
             await self._forget_here(slot)
             if slot.counted_in_store:
-                await _best_effort("giving an execution's place back", self._store.leave(slot.holder))
+                try:
+                    await self._store.leave(slot.holder)
+                except Exception as exc:
+                    log.warning("giving an execution's place back failed (retried later): %s", exc)
+                    self._lose(slot.holder)
 
     async def _forget_here(self, slot: Slot) -> None:
         del self._live[slot.holder]
         await self._here.leave(slot.holder)
+
+    def _lose(self, holder: str) -> None:
+        self._lost[holder] = None
+        while len(self._lost) > MAX_LOST:
+            del self._lost[next(iter(self._lost))]
 
     async def clear(self) -> None:
         """At start, before serving: the places a previous process of this instance left are not ours."""
@@ -169,16 +190,20 @@ class Admission:
         if dropped:
             log.info("dropped %d place(s) of executions a previous process held", dropped)
 
-    async def keep(self) -> None:
-        """Tell the store which places this process still holds: one a lost `leave` left goes."""
-        dropped = await self._store.keep(self._instance, list(self._live))
-        if dropped:
-            log.warning("dropped %d place(s) of executions that had ended", dropped)
+    async def mend(self) -> None:
+        """Give back the places lost to failures (one that fails again stays for the next time), and sweep the
+        places of instances long gone. Run every `MEND_SECONDS` by the server."""
+        for holder in list(self._lost):
+            await self._store.leave(holder)
+            self._lost.pop(holder, None)
+        swept = await self._store.sweep()
+        if swept:
+            log.info("swept %d place(s) of instances gone long ago", swept)
 
 
 async def _best_effort(what: str, step: Awaitable[None]) -> None:
-    """A place's mark or release that fails (the database is away) costs only the count's accuracy until
-    `Admission.keep` runs; it never fails the execution that ended or paused."""
+    """A mark that fails (the database is away) costs only the running/paused split of a refusal; it never fails
+    the execution that paused."""
     try:
         await step
     except Exception as exc:

@@ -250,26 +250,26 @@ class InFlightStore(Protocol):
     """The places of executions in progress (`ratelimits/in_flight.py`), each under a `holder` id unique to its
     execution and named by the `instance` whose process runs it. A place counts while that instance's process
     lives: on a shared backend, an instance whose lease has lapsed holds nothing, and an instance starting again
-    drops what its previous process held (`keep`). Nothing in it moves between backends."""
+    drops what its previous process held (`clear`). Nothing in it moves between backends."""
 
     async def enter(self, instance: str, holder: str, ceilings: list[Ceiling], *, beyond: bool = False) -> Full | None:
         """Take a place under every key of `ceilings` if one more fits them all (atomically, across every instance
         sharing the store), else take none and answer the first that is full; `beyond`: take it even over them
-        (an execution revived after a restart keeps the place it had)."""
+        (an execution revived after a restart keeps the place it had). A holder that has its place is admitted."""
 
-    async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...]) -> None:
-        """The holder's execution now waits on a human `waits` times (0: running), for these pauses."""
+    async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...], version: int) -> None:
+        """The holder's execution now waits on a human `waits` times (0: running), for these pauses; `version`
+        grows with each mark of the holder, and a mark older than the one kept is ignored."""
 
     async def leave(self, holder: str) -> None:
         """Give the place back (nothing if it is not held)."""
 
-    async def keep(self, instance: str, holders: Collection[str]) -> int:
-        """Drop the instance's places that are not among `holders` (taken more than a few seconds ago, so a place
-        being taken now is never dropped): what a lost `leave` left. How many went."""
-
     async def clear(self, instance: str) -> int:
         """Drop every place of the instance: what its previous process left, before this one serves. How many
         went."""
+
+    async def sweep(self) -> int:
+        """Drop the places of instances gone long ago (they already count for nothing). How many went."""
 
 
 class ApiKeyStore(Transferable, Protocol):

@@ -351,19 +351,20 @@ class ExecutorTools:
         if adopting is not None:
             await adopting.wait()
             return None
-        slot = await self.admission.admit(owner)  # it runs here from now on: it takes one of the owner's places
-        if isinstance(slot, Refusal):
-            return refusal_result(slot)
-        done = self._adopting[execution_id] = trio.Event()
+        done = self._adopting[execution_id] = trio.Event()  # before any checkpoint: the others wait on this one
+        slot: Slot | Refusal | None = None
         revived = False
         try:
+            slot = await self.admission.admit(owner)  # it runs here from now on: it takes one of the owner's places
+            if isinstance(slot, Refusal):
+                return refusal_result(slot)
             # Shielded: once the execution has moved, this session must revive it and say it keeps a pause, or
             # nobody would (its old session no longer holds it). Each step is bounded by the store's timeout.
             with trio.CancelScope(shield=True):
                 refused, revived = await self._adopted(execution_id, context, slot)
             return refused
         finally:
-            if not revived:  # else the revived run holds the place, and gives it back when it ends
+            if isinstance(slot, Slot) and not revived:  # else the revived run holds it, and gives it back at its end
                 await slot.release()
             del self._adopting[execution_id]
             done.set()

@@ -7,13 +7,14 @@
 
 `operator` is the server's ceilings (`--tool-calls-per-minute-per-*`, `--max-executions-per-*`), `org` the org
 admin's own, `effective` the stricter of the two, which is what a call or an execution is counted against; null
-is no limit. A limit is a whole number from 1 to `MAX_LIMIT`. A PUT replaces the org's own limits whole (what it
-leaves out is null). An org admin may set them (a member gets 403); setting them can only make the effective
-limits stricter. Errors are `{"error": ...}` as elsewhere under `/api`.
+is no limit. A limit is a whole number from 1 to `MAX_LIMIT`. A PUT replaces each section it names whole (a scope
+left out is null) and keeps the others. An org admin may set them (a member gets 403); setting them can only make
+the effective limits stricter. Errors are `{"error": ...}` as elsewhere under `/api`.
 """
 
 from typing import Any
 
+import attrs
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Authenticator
@@ -58,7 +59,7 @@ class LimitsApi:
         body = await json_body(MAX_LIMITS_BODY_BYTES)
         if isinstance(body, Response):
             return body
-        own = _parse(body)
+        own = _parse(body, await self._rates.own_limits(principal.org_id))
         if isinstance(own, str):
             return json_error(400, own)
         await self._rates.set_own_limits(principal.org_id, own)
@@ -77,22 +78,26 @@ def _section(limits: UsageLimits, fields: dict[str, str]) -> dict[str, int | Non
     return {scope: getattr(limits, field) for scope, field in fields.items()}
 
 
-def _parse(body: dict[str, Any]) -> UsageLimits | str | None:
-    """The org's own limits from a PUT body (all null: none), or what is wrong with it."""
+def _parse(body: dict[str, Any], current: UsageLimits | None) -> UsageLimits | str | None:
+    """The org's own limits after a PUT body (all null: none), or what is wrong with it. A section the body
+    names is replaced whole (a scope it leaves out is null); a section it leaves out is kept as it was."""
     shape = (
         'the body is {"toolCallsPerMinute"?: {"org"?, "account"?, "connection"?},'
-        ' "executionsInFlight"?: {"org"?, "account"?}}'
+        ' "executionsInFlight"?: {"org"?, "account"?}}, naming at least one'
     )
-    if set(body) - set(_SECTIONS):
+    if not body or set(body) - set(_SECTIONS):
         return shape
-    values: dict[str, int | None] = {}
+    values = attrs.asdict(current or UsageLimits())
     for section, fields in _SECTIONS.items():
-        given = body.get(section, {})
+        if section not in body:
+            continue
+        given = body[section]
         if not isinstance(given, dict) or set(given) - set(fields):
             return shape
-        for scope, value in given.items():
+        for scope, field in fields.items():
+            value = given.get(scope)
             if value is not None and (type(value) is not int or not 1 <= value <= MAX_LIMIT):
                 return f"{section}.{scope} must be null or a whole number from 1 to {MAX_LIMIT}"
-            values[fields[scope]] = value
+            values[field] = value
     limits = UsageLimits(**values)
     return None if limits == UsageLimits() else limits

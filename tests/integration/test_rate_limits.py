@@ -122,6 +122,7 @@ async def test_an_org_admin_makes_the_limits_stricter_never_looser(
         {"executionsInFlight": {"connection": 1}},
         {"executionsInFlight": {"account": 1.5}},
         {"executionsInFlight": [1]},
+        {},
     ):
         bad = await http.put(api, json=body, headers=admin)
         assert bad.status_code == 400, body
@@ -135,8 +136,17 @@ async def test_an_org_admin_makes_the_limits_stricter_never_looser(
         "limitPerMinute": 2,
         "retryAfterMs": outcomes[2]["details"]["retryAfterMs"],
     }
+    # A PUT replaces the sections it names, and keeps the others.
+    narrowed = await http.put(api, json={"executionsInFlight": {"account": 3}}, headers=admin)
+    assert narrowed.json()["org"] == {
+        "toolCallsPerMinute": {"org": 500, "account": 2, "connection": None},
+        **in_flight(None, 3),
+    }
     cleared = await http.put(api, json={"toolCallsPerMinute": {}}, headers=admin)
-    assert cleared.json()["org"]["toolCallsPerMinute"] == {"org": None, "account": None, "connection": None}
+    assert cleared.json()["org"] == {
+        "toolCallsPerMinute": {"org": None, "account": None, "connection": None},
+        **in_flight(None, 3),
+    }
 
 
 @pytest.mark.parametrize("path", ["/api/limits"])

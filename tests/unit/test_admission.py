@@ -234,3 +234,45 @@ async def test_the_store_counts_only_configured_limits_and_shares_them_between_p
     await first.release()
     await admitted(on_b, ALICE)
     assert on_a.in_progress(ALICE) == 0
+
+
+class FlakyStore(MemoryInFlight):
+    """The embedded backend's store, whose `leave` fails while `down` (as a database away) and whose `mark`
+    reaches a checkpoint (as a database round trip does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    async def leave(self, holder: str) -> None:
+        if self.down:
+            raise ConnectionError("the database is unavailable")
+        await super().leave(holder)
+
+    async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...], version: int) -> None:
+        await trio.lowlevel.checkpoint()
+        await super().mark(holder, waits, pause_ids, version)
+
+
+async def test_a_place_a_failed_leave_kept_is_given_back_by_mend() -> None:
+    store = FlakyStore()
+    on_a = admission(5, per_account=1, store=store, instance="a")
+    on_b = admission(5, per_account=1, store=store, instance="b")
+    slot = await admitted(on_a, ALICE)
+    store.down = True
+    await slot.release()  # the execution ends all the same
+    assert on_a.in_progress(ALICE) == 0
+    assert isinstance(await on_b.admit(ALICE), Refusal)  # the store still holds its place
+    with pytest.raises(ConnectionError):
+        await on_a.mend()  # still down: kept for the next time
+    store.down = False
+    await on_a.mend()
+    await admitted(on_b, ALICE)
+
+
+async def test_a_pause_whose_deadline_has_passed_leaves_its_slot_running() -> None:
+    slot = await admitted(admission(5, per_account=2, store=FlakyStore()), ALICE)
+    with trio.move_on_at(trio.current_time() - 1):
+        async with slot.pausing("exec_1"):
+            await trio.sleep_forever()
+    assert not slot.paused

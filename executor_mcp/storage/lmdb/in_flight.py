@@ -5,8 +5,6 @@ execution and revives the paused ones into places taken `beyond` the ceilings) s
 bounded by the executions admitted, which the ceilings and the sandbox pool bound.
 """
 
-from collections.abc import Collection
-
 import attrs
 
 from executor_mcp.ratelimits.in_flight import Ceiling, Full, Held, first_full
@@ -17,6 +15,7 @@ class _Place:
     keys: tuple[str, ...]
     waits: int = 0
     pause_ids: tuple[str, ...] = ()
+    marked: int = 0
 
 
 class MemoryInFlight:
@@ -25,6 +24,8 @@ class MemoryInFlight:
         self._by_key: dict[str, dict[str, None]] = {}  # each key's holders, in the order they came
 
     async def enter(self, instance: str, holder: str, ceilings: list[Ceiling], *, beyond: bool = False) -> Full | None:
+        if holder in self._places:
+            return None
         if not beyond:
             full = first_full(ceilings, {ceiling.key: self._held(ceiling.key) for ceiling in ceilings})
             if full is not None:
@@ -34,10 +35,10 @@ class MemoryInFlight:
             self._by_key.setdefault(ceiling.key, {})[holder] = None
         return None
 
-    async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...]) -> None:
+    async def mark(self, holder: str, waits: int, pause_ids: tuple[str, ...], version: int) -> None:
         place = self._places.get(holder)
-        if place is not None:
-            place.waits, place.pause_ids = waits, pause_ids
+        if place is not None and version > place.marked:
+            place.waits, place.pause_ids, place.marked = waits, pause_ids, version
 
     async def leave(self, holder: str) -> None:
         place = self._places.pop(holder, None)
@@ -47,11 +48,11 @@ class MemoryInFlight:
             if not holders:
                 del self._by_key[key]
 
-    async def keep(self, instance: str, holders: Collection[str]) -> int:
-        return 0  # every place here was given back by `leave`, which cannot fail
-
     async def clear(self, instance: str) -> int:
         return 0  # a new process starts with nothing in memory
+
+    async def sweep(self) -> int:
+        return 0  # every place here was given back by `leave`, which cannot fail
 
     def _held(self, key: str) -> Held:
         places = [self._places[holder] for holder in self._by_key.get(key, ())]

@@ -35,6 +35,12 @@ T = TypeVar("T")
 # never as a request that hangs while holding one of the pool's connections.
 STATEMENT_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 10
+# A silent peer is given up after about 15 s: idle probes after 5 s, every 2 s, 5 unanswered; sent data
+# unacknowledged for 15 s.
+KEEPALIVE_IDLE_S = 5
+KEEPALIVE_INTERVAL_S = 2
+KEEPALIVE_COUNT = 5
+TCP_USER_TIMEOUT_MS = 15_000
 
 
 @attrs.frozen
@@ -144,12 +150,19 @@ class _Held:
 def connect(
     url: str, timeout: float = CONNECT_TIMEOUT_S, statement_ms: int = STATEMENT_TIMEOUT_MS
 ) -> psycopg.Connection:
-    """A connection in autocommit mode (transactions are explicit blocks) with the statement timeout set."""
+    """A connection in autocommit mode (transactions are explicit blocks) with the statement timeout set, and TCP
+    keepalives and a user timeout: the server enforces the statement timeout, but only the socket can tell that
+    the server is gone, and a place given back on a result's way out must not wait on a dead peer for good."""
     return psycopg.connect(
         url,
         autocommit=True,
         connect_timeout=max(1, math.ceil(timeout)),  # libpq takes whole seconds, and 0 means none
         options=f"-c statement_timeout={statement_ms}",
+        keepalives=1,
+        keepalives_idle=KEEPALIVE_IDLE_S,
+        keepalives_interval=KEEPALIVE_INTERVAL_S,
+        keepalives_count=KEEPALIVE_COUNT,
+        tcp_user_timeout=TCP_USER_TIMEOUT_MS,
     )
 
 

@@ -32,11 +32,12 @@ FUNCTIONS: tuple[str, ...] = (
     RETURNS TABLE (key text, wait double precision)
     LANGUAGE plpgsql VOLATILE AS $$
     DECLARE
-        now double precision := extract(epoch FROM clock_timestamp());
+        now double precision;
     BEGIN
+        -- Each key's row locked in key order, made if missing (or deleted by a sweep since).
         INSERT INTO rate_tats AS r (key, tat) SELECT k, 0 FROM unnest(p_keys) AS k ORDER BY k
-            ON CONFLICT ON CONSTRAINT rate_tats_pkey DO NOTHING;
-        PERFORM 1 FROM rate_tats r WHERE r.key = ANY(p_keys) ORDER BY r.key FOR UPDATE;
+            ON CONFLICT ON CONSTRAINT rate_tats_pkey DO UPDATE SET tat = r.tat;
+        now := extract(epoch FROM clock_timestamp());  -- after the locks: a wait for them is not time credited
         RETURN QUERY
             SELECT w.k, greatest(r.tat, now) + w.i - now - p_window
             FROM unnest(p_keys, p_intervals) AS w(k, i) JOIN rate_tats r ON r.key = w.k
@@ -68,7 +69,9 @@ class PgRates:
         refused = await self._database.statement(_take)
         if not refused:
             return None
-        key, wait = max(refused, key=lambda row: row[1])
+        # The longest wait, and of equal ones the first of `limits`, as `ratelimits.model.take` answers.
+        order = {limit.key: index for index, limit in enumerate(limits)}
+        key, wait = max(refused, key=lambda row: (row[1], -order[row[0]]))
         return RateLimited(by_key[key], wait)
 
     async def forget_expired(self) -> int:

@@ -1,7 +1,7 @@
 """The executions-in-flight store's contract, on every backend: places up to each ceiling then the first full one
 named with what it holds, a refused execution taking no place, pauses counted and named, places given back, and
 (on a shared backend) two instances that together admit no more than a ceiling, an instance whose lease lapsed
-holding nothing, and places a lost `leave` left dropped by the instance's `keep` or `clear`."""
+holding nothing, and places of processes gone dropped by `clear` and `sweep`."""
 
 import uuid
 
@@ -49,14 +49,15 @@ async def test_paused_places_are_counted_and_named_and_beyond_goes_over(in_fligh
     first, second = holder(), holder()
     assert await in_flight.enter("a", first, ALICE) is None
     assert await in_flight.enter("a", second, ALICE) is None
-    await in_flight.mark(first, 1, ("exec_1",))
-    await in_flight.mark(second, 1, ())  # a native-mode pause has no id
+    await in_flight.mark(first, 1, ("exec_1",), 1)
+    await in_flight.mark(second, 1, (), 1)  # a native-mode pause has no id
     assert await in_flight.enter("a", holder(), ALICE) == Full(ALICE[0], Held(paused=2, pause_ids=("exec_1",)))
-    await in_flight.mark(first, 0, ())
+    await in_flight.mark(first, 0, (), 2)
+    await in_flight.mark(first, 1, ("exec_1",), 1)  # an older mark landing late changes nothing
     revived = holder()
     assert await in_flight.enter("a", revived, ALICE, beyond=True) is None
     assert await in_flight.enter("a", holder(), ALICE) == Full(ALICE[0], Held(running=2, paused=1))
-    await in_flight.mark("nobody", 1, ("exec_2",))  # a place given back already: nothing to mark
+    await in_flight.mark("nobody", 1, ("exec_2",), 1)  # a place given back already: nothing to mark
     assert await in_flight.enter("a", holder(), []) is None  # no ceiling: nothing to refuse
 
 
@@ -93,18 +94,32 @@ async def test_an_instance_whose_lease_lapsed_holds_nothing(plane: ControlPlane)
     assert await plane.in_flight.enter("b", holder(), ceilings) is None  # a's process is gone: so is its place
 
 
-async def test_keep_and_clear_drop_what_a_lost_leave_left(plane: ControlPlane, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_place_taken_again_by_its_holder_is_not_counted_twice(in_flight: InFlightStore) -> None:
+    """What a retry after a lost answer does: the holder has its place, and is admitted without another."""
+    ceilings = ceilings_for("acme", "alice", org=None, account=1)
+    mine = holder()
+    assert await in_flight.enter("a", mine, ceilings) is None
+    assert await in_flight.enter("a", mine, ceilings) is None
+    assert isinstance(await in_flight.enter("a", holder(), ceilings), Full)
+    await in_flight.leave(mine)
+    assert await in_flight.enter("a", holder(), ceilings) is None
+
+
+async def test_clear_and_sweep_drop_what_gone_processes_left(
+    plane: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await shared(plane)
     assert plane.leases is not None
     assert await plane.leases.acquire("b", "process-b", 60.0) is None
+    assert await plane.leases.acquire("gone", "process-gone", 0.01) is None
     ceilings = ceilings_for("acme", "alice", org=None, account=3)
-    known, lost, other = holder(), holder(), holder()
-    for instance, place in (("a", known), ("a", lost), ("b", other)):
-        assert await plane.in_flight.enter(instance, place, ceilings) is None
-    assert await plane.in_flight.keep("a", [known]) == 0  # the lost one is too young: it may be being taken
-    monkeypatch.setattr(pg_in_flight, "KEEP_SPARES_SECONDS", 0.0)
-    assert await plane.in_flight.keep("a", [known]) == 1  # never b's
-    assert await plane.in_flight.enter("a", holder(), ceilings) is None  # known, b's other, and this one
-    assert isinstance(await plane.in_flight.enter("a", holder(), ceilings), Full)
-    assert await plane.in_flight.clear("a") == 2
-    assert await plane.in_flight.enter("b", holder(), ceilings) is None
+    for instance in ("a", "a", "b", "gone", "stopped"):
+        assert await plane.in_flight.enter(instance, holder(), ceilings) is None
+    assert await plane.in_flight.clear("a") == 2  # a's previous process: both its places
+    await trio.sleep(0.05)
+    assert await plane.in_flight.sweep() == 1  # "stopped" released its lease; "gone"'s lapsed, not an hour ago
+    monkeypatch.setattr(pg_in_flight, "GONE_SECONDS", 0)
+    assert await plane.in_flight.sweep() == 1  # never b's, whose lease is live
+    for _ in range(2):
+        assert await plane.in_flight.enter("b", holder(), ceilings) is None
+    assert isinstance(await plane.in_flight.enter("b", holder(), ceilings), Full)

@@ -37,6 +37,18 @@ async def test_a_refused_call_charges_none_of_its_keys(rates: RateStore) -> None
     assert refused.limit == ORG
 
 
+async def test_of_equal_waits_the_first_limit_is_named(rates: RateStore) -> None:
+    limits = [Limit("org", "org\x1fties", 2), account("ties", 2)]
+    assert await rates.take(limits) is None
+    assert await rates.take(limits) is None
+    refused = await rates.take(limits)
+    assert isinstance(refused, RateLimited)
+    assert refused.limit == limits[0]
+    refused = await rates.take(list(reversed(limits)))
+    assert isinstance(refused, RateLimited)
+    assert refused.limit == limits[1]
+
+
 async def test_expired_keys_are_forgotten(rates: RateStore) -> None:
     fast = account("alice", 60_000)  # one call a millisecond
     assert await rates.take([fast, ORG]) is None
