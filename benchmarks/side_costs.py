@@ -3,10 +3,11 @@
     python -m benchmarks.side_costs [--duration 10] [--n 400] [--order plain,limits,traces]
 
 The same code (one built-in tool call, so the limiter and a tool-call span are on its path) against three servers
-started one after the other: without limits or traces, with all three tool-call limits set far above the load
-(every call is counted, none refused), and with `--otlp-endpoint` pointing at a local OTLP/HTTP receiver
-(`tests/otlp_receiver.py`, which keeps what it gets: five spans a call). Each is measured by `benchmarks.mcp_bench`
-(`--phases c,tp --concurrency 8`); runs on a shared machine differ by 10-20%, so run it in both orders. Then the
+started one after the other: without limits or traces, with the org's and account's tool-call limits and the org's
+executions-in-flight limit set far above the load (every call and execution is counted, none refused), and with
+`--otlp-endpoint` pointing at a local OTLP/HTTP receiver (`tests/otlp_receiver.py`, which keeps what it gets: five
+spans a call). Each is measured by `benchmarks.mcp_bench` (`--phases c,tp --concurrency 8`); runs on a shared
+machine differ by 10-20%, so run it in both orders. Then the
 stores alone, in memory and on a throwaway PostgreSQL (`tests/postgres.py`), sequentially and 8 at once: one rate
 check of three limits, and an execution's place taken and given back (`--order ""` measures only these). Every loop
 is bounded in count and time.
@@ -34,7 +35,11 @@ from tests.postgres import PostgresMissing, postgres_server
 
 CODE = "const r = await tools.executor.coreTools.policies.list({}); return r.ok;"
 FAR_ABOVE = "10000000"
-LIMITS = ("--tool-calls-per-minute-per-org", FAR_ABOVE, "--tool-calls-per-minute-per-account", FAR_ABOVE)
+LIMITS = (
+    "--tool-calls-per-minute-per-org", FAR_ABOVE,
+    "--tool-calls-per-minute-per-account", FAR_ABOVE,
+    "--max-executions-per-org", FAR_ABOVE,
+)  # fmt: skip
 CHECKS = 400
 CONCURRENT = 8
 TIME_BOUND = 60.0
