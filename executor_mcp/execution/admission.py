@@ -34,6 +34,8 @@ LISTED_PAUSES = 10  # a refusal names at most this many paused executions
 # How often an instance gives back the places failures lost, and sweeps those of instances long gone.
 MEND_SECONDS = 10.0
 MAX_LOST = 100_000
+# Longer than any statement may run on the server (the control plane's statement timeout is 30 s).
+LOST_SETTLES_SECONDS = 40.0
 
 
 @attrs.define(eq=False)
@@ -60,7 +62,7 @@ class Slot:
         if pause_id is not None:
             self._pause_ids.append(pause_id)
         try:
-            await self._admission.mark(self)  # a checkpoint: a deadline already past cancels here, within the try
+            await self._admission.mark(self)  # may wait on the store: a deadline already past cancels it here
             yield
         finally:
             self._waits -= 1
@@ -109,9 +111,9 @@ class Admission:
         self._guard = guard
         self._here = MemoryInFlight()
         self._live: dict[str, Slot] = {}
-        # Places the store may hold that no execution here does: a `leave` that failed, or an `enter` whose
-        # answer was lost. `mend` gives them back; past the bound the oldest are left to `clear` and the lease.
-        self._lost: dict[str, None] = {}
+        # Places the store may hold that no execution here does (a `leave` that failed, or an `enter` whose
+        # answer was lost), each with when: `mend` gives them back; past the bound the oldest are left to `clear`.
+        self._lost: dict[str, float] = {}
 
     async def admit(self, owner: Owner) -> Slot | Refusal:
         return await self._enter(owner, beyond=False)
@@ -180,7 +182,7 @@ class Admission:
         await self._here.leave(slot.holder)
 
     def _lose(self, holder: str) -> None:
-        self._lost[holder] = None
+        self._lost[holder] = trio.current_time()
         while len(self._lost) > MAX_LOST:
             del self._lost[next(iter(self._lost))]
 
@@ -192,10 +194,14 @@ class Admission:
 
     async def mend(self) -> None:
         """Give back the places lost to failures (one that fails again stays for the next time), and sweep the
-        places of instances long gone. Run every `MEND_SECONDS` by the server."""
-        for holder in list(self._lost):
-            await self._store.leave(holder)
-            self._lost.pop(holder, None)
+        places of instances long gone. Run every `MEND_SECONDS` by the server. A place lost less than
+        `LOST_SETTLES_SECONDS` ago waits: the statement whose answer was lost may still be running, and a place it
+        takes after being given back would stay."""
+        settled = trio.current_time() - LOST_SETTLES_SECONDS
+        for holder, lost_at in list(self._lost.items()):
+            if lost_at <= settled:
+                await self._store.leave(holder)
+                self._lost.pop(holder, None)
         swept = await self._store.sweep()
         if swept:
             log.info("swept %d place(s) of instances gone long ago", swept)

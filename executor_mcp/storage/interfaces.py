@@ -222,8 +222,12 @@ class OrgStore(Transferable, Protocol):
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
         """Revoke or reinstate (creating the record if the org was never seen)."""
 
-    async def set_org_limits(self, org_id: str, limits: UsageLimits | None, at: float) -> OrgRecord:
-        """Set (None: clear) the org's own rate limits, creating the record if the org was never seen."""
+    async def set_org_limits(
+        self, org_id: str, change: Callable[[UsageLimits | None], UsageLimits | None], at: float
+    ) -> OrgRecord:
+        """Set the org's own limits (None: none) to `change` of the stored ones, read and written in one
+        transaction (two admins changing different limits at once lose neither), creating the record if the org
+        was never seen."""
 
     async def orgs(self) -> list[OrgRecord]: ...
 

@@ -82,11 +82,18 @@ class Rates:
         record = await self._orgs.get_org(org_id)
         return record.limits if record is not None else None
 
-    async def set_own_limits(self, org_id: str, limits: UsageLimits | None) -> None:
-        """Store the org's own limits; this instance counts by them from its next call, the others within
+    async def change_own_limits(self, org_id: str, updates: dict[str, int | None]) -> UsageLimits | None:
+        """Change some of the org's own limits (`UsageLimits` fields; the rest kept as stored, in the same
+        transaction) and answer them all; this instance counts by them from its next call, the others within
         `ORG_LIMITS_SECONDS`."""
-        await self._orgs.set_org_limits(org_id, limits, time.time())
+
+        def change(current: UsageLimits | None) -> UsageLimits | None:
+            changed = attrs.evolve(current or UsageLimits(), **updates)
+            return None if changed == UsageLimits() else changed
+
+        record = await self._orgs.set_org_limits(org_id, change, time.time())
         self._org_limits.pop(org_id, None)
+        return record.limits
 
     async def _own_limits(self, org_id: str) -> UsageLimits | None:
         now = self._clock()

@@ -14,7 +14,6 @@ the effective limits stricter. Errors are `{"error": ...}` as elsewhere under `/
 
 from typing import Any
 
-import attrs
 from quart import Quart, Response, request
 
 from executor_mcp.auth.principal import Authenticator
@@ -59,11 +58,10 @@ class LimitsApi:
         body = await json_body(MAX_LIMITS_BODY_BYTES)
         if isinstance(body, Response):
             return body
-        own = _parse(body, await self._rates.own_limits(principal.org_id))
-        if isinstance(own, str):
-            return json_error(400, own)
-        await self._rates.set_own_limits(principal.org_id, own)
-        return json_ok(self._answer(own))
+        updates = _parse(body)
+        if isinstance(updates, str):
+            return json_error(400, updates)
+        return json_ok(self._answer(await self._rates.change_own_limits(principal.org_id, updates)))
 
     def _answer(self, own: UsageLimits | None) -> dict[str, Any]:
         mine = own or UsageLimits()
@@ -78,16 +76,16 @@ def _section(limits: UsageLimits, fields: dict[str, str]) -> dict[str, int | Non
     return {scope: getattr(limits, field) for scope, field in fields.items()}
 
 
-def _parse(body: dict[str, Any], current: UsageLimits | None) -> UsageLimits | str | None:
-    """The org's own limits after a PUT body (all null: none), or what is wrong with it. A section the body
-    names is replaced whole (a scope it leaves out is null); a section it leaves out is kept as it was."""
+def _parse(body: dict[str, Any]) -> dict[str, int | None] | str:
+    """The `UsageLimits` fields a PUT body sets, or what is wrong with it. A section the body names is replaced
+    whole (a scope it leaves out is null); a section it leaves out is kept as stored."""
     shape = (
         'the body is {"toolCallsPerMinute"?: {"org"?, "account"?, "connection"?},'
         ' "executionsInFlight"?: {"org"?, "account"?}}, naming at least one'
     )
     if not body or set(body) - set(_SECTIONS):
         return shape
-    values = attrs.asdict(current or UsageLimits())
+    updates: dict[str, int | None] = {}
     for section, fields in _SECTIONS.items():
         if section not in body:
             continue
@@ -98,6 +96,5 @@ def _parse(body: dict[str, Any], current: UsageLimits | None) -> UsageLimits | s
             value = given.get(scope)
             if value is not None and (type(value) is not int or not 1 <= value <= MAX_LIMIT):
                 return f"{section}.{scope} must be null or a whole number from 1 to {MAX_LIMIT}"
-            values[field] = value
-    limits = UsageLimits(**values)
-    return None if limits == UsageLimits() else limits
+            updates[field] = value
+    return updates

@@ -4,7 +4,7 @@ import pytest
 import trio
 import trio.testing
 
-from executor_mcp.execution.admission import Refusal, Slot, refusal_result
+from executor_mcp.execution.admission import LOST_SETTLES_SECONDS, Refusal, Slot, refusal_result
 from executor_mcp.execution.runs import REMEMBERED, REPLAYS, Pause, PendingApprovals
 from executor_mcp.ratelimits.in_flight import Ceiling, Full
 from executor_mcp.sandbox.slots import FairSlots, SlotQueue
@@ -254,7 +254,7 @@ class FlakyStore(MemoryInFlight):
         await super().mark(holder, waits, pause_ids, version)
 
 
-async def test_a_place_a_failed_leave_kept_is_given_back_by_mend() -> None:
+async def test_a_place_a_failed_leave_kept_is_given_back_by_mend(autojump_clock: object) -> None:
     store = FlakyStore()
     on_a = admission(5, per_account=1, store=store, instance="a")
     on_b = admission(5, per_account=1, store=store, instance="b")
@@ -263,6 +263,9 @@ async def test_a_place_a_failed_leave_kept_is_given_back_by_mend() -> None:
     await slot.release()  # the execution ends all the same
     assert on_a.in_progress(ALICE) == 0
     assert isinstance(await on_b.admit(ALICE), Refusal)  # the store still holds its place
+    await on_a.mend()  # too soon: the lost statement might still be running
+    assert isinstance(await on_b.admit(ALICE), Refusal)
+    await trio.sleep(LOST_SETTLES_SECONDS)  # the test's clock is autojumped
     with pytest.raises(ConnectionError):
         await on_a.mend()  # still down: kept for the next time
     store.down = False

@@ -5,7 +5,7 @@ before keep a `revocation-requests` table that nothing opens any more (left as i
 migration).
 """
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -14,7 +14,14 @@ from executor_mcp.storage.environment import Environment, Txn
 from executor_mcp.storage.exported import lmdb_text_keyed, lmdb_text_keyed_import
 from executor_mcp.storage.interfaces import Exported
 from executor_mcp.storage.lmdb import keys
-from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, UsageLimits, decode, decoded_or_skipped, encode
+from executor_mcp.storage.records import (
+    ApiKeyRecord,
+    OrgRecord,
+    UsageLimits,
+    decode,
+    decoded_or_skipped,
+    encode,
+)
 
 
 class LmdbOrgs:
@@ -38,16 +45,20 @@ class LmdbOrgs:
         return await self._env.write(_note)
 
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
-        return await self._env.write(lambda txn: self._change(txn, org_id, at, revoked=revoked))
+        return await self._env.write(lambda txn: self._change(txn, org_id, at, lambda _: {"revoked": revoked}))
 
-    async def set_org_limits(self, org_id: str, limits: UsageLimits | None, at: float) -> OrgRecord:
-        return await self._env.write(lambda txn: self._change(txn, org_id, at, limits=limits))
+    async def set_org_limits(
+        self, org_id: str, change: Callable[[UsageLimits | None], UsageLimits | None], at: float
+    ) -> OrgRecord:
+        return await self._env.write(
+            lambda txn: self._change(txn, org_id, at, lambda known: {"limits": change(known.limits)})
+        )
 
-    def _change(self, txn: Txn, org_id: str, at: float, **changes: Any) -> OrgRecord:
+    def _change(self, txn: Txn, org_id: str, at: float, edit: Callable[[OrgRecord], dict[str, Any]]) -> OrgRecord:
         raw = txn.get(org_id.encode(), db=self._orgs)
         known = None if raw is None else decoded_or_skipped(raw, OrgRecord, org_id)
         base = known or OrgRecord(org_id=org_id, first_seen_at=at)
-        record = attrs.evolve(base, changed_at=at, **changes)
+        record = attrs.evolve(base, changed_at=at, **edit(base))
         txn.put(org_id.encode(), encode(record), db=self._orgs)
         return record
 

@@ -50,6 +50,10 @@ TABLES: tuple[str, ...] = (
         END IF;
         IF NOT p_beyond THEN
             PERFORM pg_advisory_xact_lock(l.lock) FROM unnest(p_locks) WITH ORDINALITY AS l(lock, n) ORDER BY l.n;
+            -- Again under the locks: a first try of this call may have committed while this one waited on them.
+            IF EXISTS (SELECT 1 FROM executions_in_flight f WHERE f.holder = p_holder) THEN
+                RETURN;
+            END IF;
             RETURN QUERY
                 WITH live AS (
                     SELECT f.keys, f.waits, f.pause_ids, f.entered_at FROM executions_in_flight f

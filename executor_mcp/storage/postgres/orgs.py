@@ -13,7 +13,7 @@ or reinstating an org replaces an unreadable record, as in LMDB. Only `revoked_a
 answers for many orgs at once, each poll, and one damaged record must not keep the others' sessions alive.
 """
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import attrs
@@ -48,7 +48,9 @@ def _note(connection: psycopg.Connection, org_id: str, at: float) -> OrgRecord:
     return decode(row[0].encode(), OrgRecord)
 
 
-def _change(connection: psycopg.Connection, org_id: str, at: float, **changes: Any) -> OrgRecord:
+def _change(
+    connection: psycopg.Connection, org_id: str, at: float, edit: Callable[[OrgRecord], dict[str, Any]]
+) -> OrgRecord:
     connection.execute(
         "INSERT INTO orgs (org_id, record) VALUES (%s, %s::jsonb) ON CONFLICT (org_id) DO NOTHING",
         (org_id, encode(OrgRecord(org_id=org_id, first_seen_at=at)).decode()),
@@ -56,7 +58,7 @@ def _change(connection: psycopg.Connection, org_id: str, at: float, **changes: A
     row = connection.execute("SELECT record::text FROM orgs WHERE org_id = %s FOR UPDATE", (org_id,)).fetchone()
     known = None if row is None else decoded_or_skipped(row[0].encode(), OrgRecord, org_id)
     base = known or OrgRecord(org_id=org_id, first_seen_at=at)
-    record = attrs.evolve(base, changed_at=at, **changes)
+    record = attrs.evolve(base, changed_at=at, **edit(base))
     connection.execute("UPDATE orgs SET record = %s::jsonb WHERE org_id = %s", (encode(record).decode(), org_id))
     return record
 
@@ -86,10 +88,16 @@ class PgOrgs:
         return await self._database.transact(lambda connection: _note(connection, org_id, at))
 
     async def set_org_revoked(self, org_id: str, revoked: bool, at: float) -> OrgRecord:
-        return await self._database.transact(lambda connection: _change(connection, org_id, at, revoked=revoked))
+        return await self._database.transact(
+            lambda connection: _change(connection, org_id, at, lambda _: {"revoked": revoked})
+        )
 
-    async def set_org_limits(self, org_id: str, limits: UsageLimits | None, at: float) -> OrgRecord:
-        return await self._database.transact(lambda connection: _change(connection, org_id, at, limits=limits))
+    async def set_org_limits(
+        self, org_id: str, change: Callable[[UsageLimits | None], UsageLimits | None], at: float
+    ) -> OrgRecord:
+        return await self._database.transact(
+            lambda connection: _change(connection, org_id, at, lambda known: {"limits": change(known.limits)})
+        )
 
     async def orgs(self) -> list[OrgRecord]:
         def _all(connection: psycopg.Connection) -> list[OrgRecord]:

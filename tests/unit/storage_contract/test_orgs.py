@@ -1,5 +1,9 @@
 """The org store's and the API key store's contract, on every backend."""
 
+import attrs
+import trio
+
+from executor_mcp.storage.control import ControlPlane
 from executor_mcp.storage.interfaces import ApiKeyStore, OrgStore
 from executor_mcp.storage.records import ApiKeyRecord, OrgRecord, UsageLimits
 
@@ -29,11 +33,11 @@ async def test_revoking_and_reinstating_an_org(orgs: OrgStore) -> None:
 
 async def test_an_orgs_own_limits_are_kept_with_it_and_leave_the_rest_as_it_was(orgs: OrgStore) -> None:
     await orgs.set_org_revoked("acme", True, 10.0)
-    limited = await orgs.set_org_limits("acme", UsageLimits(org=100, account=10), 20.0)
+    limited = await orgs.set_org_limits("acme", lambda _: UsageLimits(org=100, account=10), 20.0)
     assert limited == OrgRecord("acme", 10.0, revoked=True, changed_at=20.0, limits=UsageLimits(org=100, account=10))
     assert await orgs.get_org("acme") == limited
-    assert (await orgs.set_org_limits("acme", None, 30.0)).limits is None
-    assert (await orgs.set_org_limits("new", UsageLimits(connection=5), 40.0)).first_seen_at == 40.0
+    assert (await orgs.set_org_limits("acme", lambda _: None, 30.0)).limits is None
+    assert (await orgs.set_org_limits("new", lambda _: UsageLimits(connection=5), 40.0)).first_seen_at == 40.0
 
 
 async def test_revoked_among_names_the_revoked_orgs_of_those_asked_about(orgs: OrgStore) -> None:
@@ -72,3 +76,21 @@ async def test_api_keys_are_found_by_digest_and_revoked_by_id(api_keys: ApiKeySt
     assert not (await api_keys.get_api_key("d1")).revoked
     assert await api_keys.revoke_api_key("unknown") is None
     assert await api_keys.revoke_api_key("d1") is None  # by public id, never by digest
+
+
+async def test_two_instances_changing_different_limits_at_once_lose_neither(
+    planes: tuple[ControlPlane, ControlPlane],
+) -> None:
+    async def change(plane: ControlPlane, field: str, value: int) -> None:
+        await plane.orgs.set_org_limits(
+            "acme", lambda known: attrs.evolve(known or UsageLimits(), **{field: value}), 1.0
+        )
+
+    fields = [field.name for field in attrs.fields(UsageLimits)]
+    async with trio.open_nursery() as nursery:
+        for index, field in enumerate(fields * 6):
+            nursery.start_soon(change, planes[index % 2], field, index + 1)
+    record = await planes[0].orgs.get_org("acme")
+    assert record is not None
+    assert record.limits is not None
+    assert all(getattr(record.limits, field) is not None for field in fields)
