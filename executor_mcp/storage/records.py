@@ -1,7 +1,6 @@
 """What is stored about a session, as attrs records encoded with the shared strict converter."""
 
 import logging
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -114,11 +113,6 @@ class OrgRecord:
     revoked: bool = False
     changed_at: float | None = None
     limits: UsageLimits | None = None
-
-
-def limits_changed(change: Callable[[UsageLimits | None], UsageLimits | None]) -> Callable[[OrgRecord], dict[str, Any]]:
-    """An org record's edit (the fields to set) that sets its limits to `change` of its stored ones."""
-    return lambda known: {"limits": change(known.limits)}
 
 
 @attrs.frozen

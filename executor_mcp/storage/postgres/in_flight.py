@@ -45,12 +45,10 @@ TABLES: tuple[str, ...] = (
     ) RETURNS TABLE (key text, running integer, paused integer, pause_ids text[])
     LANGUAGE plpgsql VOLATILE AS $$
     BEGIN
-        IF EXISTS (SELECT 1 FROM executions_in_flight f WHERE f.holder = p_holder) THEN
-            RETURN;
-        END IF;
         IF NOT p_beyond THEN
             PERFORM pg_advisory_xact_lock(l.lock) FROM unnest(p_locks) WITH ORDINALITY AS l(lock, n) ORDER BY l.n;
-            -- Again under the locks: a first try of this call may have committed while this one waited on them.
+            -- Under the locks: a first try of this call may have committed while this one waited on them (a
+            -- place taken `beyond` needs no look: its insert below does nothing the second time).
             IF EXISTS (SELECT 1 FROM executions_in_flight f WHERE f.holder = p_holder) THEN
                 RETURN;
             END IF;
